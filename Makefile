@@ -1,0 +1,32 @@
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+
+.PHONY: install run test lint format
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+
+## Run the service on SQLite with demo data; prints an API key and a curl line.
+# A fresh random secret per run unless DJANGO_SECRET_KEY is set (sessions do not survive a restart).
+run: install
+	@export DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}"; \
+	$(BIN)/python manage.py demo --port $(PORT) && \
+	exec $(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT)
+
+## Run the test suite (SQLite by default; set DATABASE_URL for PostgreSQL).
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .

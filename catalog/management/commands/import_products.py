@@ -1,0 +1,29 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from catalog.files import FileInvalid, read_product_items
+from catalog.services import ItemsRefused, products_import
+
+
+class Command(BaseCommand):
+    help = (
+        "Load products from a .json file (a list of objects) or a .csv file (a header row), "
+        "with the API's item field names. Creates or updates by key, all or nothing."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path, help="Path of the .json or .csv file.")
+
+    def handle(self, *args, file: Path, **options):
+        if not file.exists():
+            raise CommandError(f"{file}: no such file.")
+        try:
+            items = read_product_items(file)
+            result = products_import(items=items)
+        except FileInvalid as exc:
+            raise CommandError(str(exc)) from exc
+        except ItemsRefused as exc:
+            lines = [f"item {p.loc[1]}: {p.msg}" for p in exc.problems]
+            raise CommandError("Nothing was imported. Problems:\n" + "\n".join(lines)) from exc
+        self.stdout.write(f"Created {result.created}, updated {result.updated} products.")

@@ -1,0 +1,206 @@
+from django.db import models
+from django.utils import timezone
+
+STOCK_CODE_MAX_LENGTH = 64
+EAN_MAX_LENGTH = 32
+STATUS_MAX_LENGTH = 32
+SEASON_MAX_LENGTH = 32
+NAME_MAX_LENGTH = 255
+TEXT_MAX_LENGTH = 128
+REQUEST_ID_MAX_LENGTH = 128
+PRICE_MAX_DIGITS = 14
+PRICE_DECIMAL_PLACES = 4
+WEIGHT_MAX_DIGITS = 10
+WEIGHT_DECIMAL_PLACES = 4
+
+
+class Product(models.Model):
+    """A product of the shop, keyed by (ean or "", stock_code) as the partner system knows it."""
+
+    stock_code = models.CharField(max_length=STOCK_CODE_MAX_LENGTH, db_index=True)
+    # An absent EAN is stored as "" so that the unique key holds on every database.
+    ean = models.CharField(max_length=EAN_MAX_LENGTH, blank=True, default="", verbose_name="EAN")
+    status = models.CharField(max_length=STATUS_MAX_LENGTH)
+    shop_quantity = models.IntegerField(default=0)
+    catalog_price = models.DecimalField(
+        max_digits=PRICE_MAX_DIGITS, decimal_places=PRICE_DECIMAL_PLACES
+    )
+    eshop_price = models.DecimalField(
+        max_digits=PRICE_MAX_DIGITS, decimal_places=PRICE_DECIMAL_PLACES
+    )
+    # Catalogue attributes: null means the partner system never sent a value.
+    name = models.CharField(max_length=NAME_MAX_LENGTH, null=True, blank=True)
+    section_width_mm = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    aspect_ratio = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    rim_inch = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    tread_name = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    name_suffix = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    load_index = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    speed_index = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    special_marking = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    run_on_flat = models.BooleanField(null=True, blank=True)
+    brand = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    usage = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    season = models.CharField(max_length=SEASON_MAX_LENGTH, null=True, blank=True)
+    on_promotion = models.BooleanField(null=True, blank=True)
+    on_clearance = models.BooleanField(null=True, blank=True)
+    dot_code = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    weight_kg = models.DecimalField(
+        max_digits=WEIGHT_MAX_DIGITS, decimal_places=WEIGHT_DECIMAL_PLACES, null=True, blank=True
+    )
+    discontinued = models.BooleanField(null=True, blank=True)
+    eu_label = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ("stock_code", "ean")
+        constraints = (
+            models.UniqueConstraint(fields=("ean", "stock_code"), name="catalog_product_key"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
+
+
+class PendingProduct(models.Model):
+    """A key the partner system sent that matches no product (or more than one)."""
+
+    class Reason(models.TextChoices):
+        UNKNOWN = "unknown", "Unknown key"
+        AMBIGUOUS = "ambiguous", "Ambiguous key"
+
+    class State(models.TextChoices):
+        OPEN = "open", "Open"
+        RESOLVED = "resolved", "Resolved"
+        DISMISSED = "dismissed", "Dismissed"
+
+    stock_code = models.CharField(max_length=STOCK_CODE_MAX_LENGTH, db_index=True)
+    ean = models.CharField(max_length=EAN_MAX_LENGTH, blank=True, default="", verbose_name="EAN")
+    reason = models.CharField(max_length=16, choices=Reason.choices)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    payload = models.JSONField(default=dict, help_text="The last item sent for this key.")
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now, db_index=True)
+    times_seen = models.PositiveIntegerField(default=1)
+    last_request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True)
+    resolved_product = models.ForeignKey(
+        Product, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ("-last_seen",)
+        constraints = (
+            models.UniqueConstraint(fields=("ean", "stock_code"), name="catalog_pending_key"),
+        )
+        verbose_name = "pending key"
+        verbose_name_plural = "pending keys"
+
+    def __str__(self) -> str:
+        return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
+
+
+class SyncAudit(models.Model):
+    """One call of a synchronization operation, whatever its outcome."""
+
+    class Endpoint(models.TextChoices):
+        BATCH = "products_sync", "Batch sync"
+        ITEM = "products_item", "Single item sync"
+
+    class Outcome(models.TextChoices):
+        APPLIED = "applied", "Applied"
+        REPLAYED = "replayed", "Replayed"
+        PAUSED = "paused", "Paused"
+        REFUSED = "refused", "Refused"
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    api_key_name = models.CharField(max_length=50, blank=True, default="")
+    endpoint = models.CharField(max_length=32, choices=Endpoint.choices)
+    request_id = models.CharField(
+        max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True, db_index=True
+    )
+    source_type = models.CharField(max_length=32, null=True, blank=True)
+    source_ref = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    note = models.TextField(null=True, blank=True)
+    actor = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    products_received = models.PositiveIntegerField(default=0)
+    products_updated = models.PositiveIntegerField(default=0)
+    unknown_products = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    status_code = models.PositiveSmallIntegerField()
+    duration_ms = models.FloatField(default=0)
+    error_summary = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        verbose_name = "sync audit"
+
+    def __str__(self) -> str:
+        return f"{self.get_endpoint_display()} {self.outcome} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ProductHistory(models.Model):
+    """A change of a product's quantity, price or status, and the sync that made it."""
+
+    class Field(models.TextChoices):
+        SHOP_QUANTITY = "shop_quantity", "Shop quantity"
+        CATALOG_PRICE = "catalog_price", "Catalog price"
+        ESHOP_PRICE = "eshop_price", "E-shop price"
+        STATUS = "status", "Status"
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="history")
+    audit = models.ForeignKey(
+        SyncAudit, null=True, blank=True, on_delete=models.CASCADE, related_name="history"
+    )
+    field = models.CharField(max_length=32, choices=Field.choices)
+    old_value = models.CharField(max_length=64, null=True, blank=True)
+    new_value = models.CharField(max_length=64, null=True, blank=True)
+    changed_at = models.DateTimeField(default=timezone.now, db_index=True)
+    source = models.CharField(max_length=64, blank=True, default="sync")
+
+    class Meta:
+        ordering = ("-changed_at", "-id")
+        verbose_name = "product history"
+        verbose_name_plural = "product history"
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old_value} → {self.new_value}"
+
+
+class SyncControl(models.Model):
+    """The staff switch that pauses synchronization (for a stock take); a single row."""
+
+    paused = models.BooleanField(default=False)
+    reason = models.CharField(max_length=255, blank=True, default="")
+    changed_by = models.CharField(max_length=150, blank=True, default="")
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "synchronization switch"
+
+    def __str__(self) -> str:
+        return "paused" if self.paused else "running"
+
+
+class IdempotencyRecord(models.Model):
+    """The stored response of an applied request, replayed to a retry of the same request."""
+
+    api_key_id = models.CharField(max_length=150)
+    endpoint = models.CharField(max_length=32)
+    request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH)
+    body_hash = models.CharField(max_length=64)
+    response = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(
+                fields=("api_key_id", "endpoint", "request_id", "body_hash"),
+                name="catalog_idempotency_key",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.request_id}"

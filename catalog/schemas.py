@@ -1,0 +1,175 @@
+"""The one definition of a valid product record and sync context.
+
+The API, the catalogue import and the pending-key actions all validate through these models, so
+a rule (a length, a type, a key normalisation) lives here and nowhere else. pydantic does the
+work in compiled code, which keeps a 5000-item batch cheap to validate.
+"""
+
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+)
+from pydantic_core import PydanticCustomError
+
+from catalog import models as m
+
+# PostgreSQL text cannot hold NUL; refuse it on every database so both behave the same.
+NO_NUL_PATTERN = r"^[^\x00]*$"
+
+
+def _text(max_length: int, *, strip: bool = False, min_length: int | None = None) -> Any:
+    return Annotated[
+        str,
+        StringConstraints(
+            strip_whitespace=strip,
+            min_length=min_length,
+            max_length=max_length,
+            pattern=NO_NUL_PATTERN,
+        ),
+    ]
+
+
+def _refuse_bool_as_number(value: Any) -> Any:
+    # pydantic's lax mode reads true as 1; a boolean quantity is a mistake in the export.
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+def _decimal_comma(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise PydanticCustomError("decimal_type", "Input should be a valid decimal")
+    if isinstance(value, str):
+        return value.strip().replace(",", ".")
+    return value
+
+
+StockCode = _text(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1)
+Ean = _text(m.EAN_MAX_LENGTH, strip=True)
+Text = _text(m.TEXT_MAX_LENGTH)
+Quantity = Annotated[int, BeforeValidator(_refuse_bool_as_number), Field(ge=-(2**31), le=2**31 - 1)]
+Price = Annotated[
+    Decimal,
+    Field(
+        ge=0,
+        max_digits=m.PRICE_MAX_DIGITS,
+        decimal_places=m.PRICE_DECIMAL_PLACES,
+        allow_inf_nan=False,
+    ),
+]
+Weight = Annotated[
+    Decimal,
+    BeforeValidator(_decimal_comma),
+    Field(
+        ge=0,
+        max_digits=m.WEIGHT_MAX_DIGITS,
+        decimal_places=m.WEIGHT_DECIMAL_PLACES,
+        allow_inf_nan=False,
+    ),
+]
+
+# Fields every item sets, and optional catalogue fields that are left as they are when absent
+# or null. The order is the order of the interface's table.
+REQUIRED_FIELDS = ("status", "shop_quantity", "catalog_price", "eshop_price")
+OPTIONAL_FIELDS = (
+    "name",
+    "section_width_mm",
+    "aspect_ratio",
+    "rim_inch",
+    "tread_name",
+    "name_suffix",
+    "load_index",
+    "speed_index",
+    "special_marking",
+    "run_on_flat",
+    "brand",
+    "usage",
+    "season",
+    "on_promotion",
+    "on_clearance",
+    "dot_code",
+    "weight_kg",
+    "discontinued",
+    "eu_label",
+)
+VALUE_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
+# Changes of these are kept as product history.
+TRACKED_FIELDS = ("shop_quantity", "catalog_price", "eshop_price", "status")
+
+
+class ProductItem(BaseModel):
+    """One product record as the partner system sends it."""
+
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+    stock_code: StockCode = Field(description="Stock number in the partner system; required.")
+    status: _text(m.STATUS_MAX_LENGTH) = Field(description="Product status.")  # type: ignore[valid-type]
+    shop_quantity: Quantity = Field(description="Absolute stock level after the document.")
+    catalog_price: Price = Field(description="List price.")
+    eshop_price: Price = Field(description="E-shop price.")
+    ean: Ean | None = Field(
+        default=None, description='EAN; absent, null or "" means lookup by stock_code alone.'
+    )
+    name: _text(m.NAME_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    section_width_mm: Text | None = None
+    aspect_ratio: Text | None = None
+    rim_inch: Text | None = None
+    tread_name: Text | None = None
+    name_suffix: Text | None = None
+    load_index: Text | None = None
+    speed_index: Text | None = None
+    special_marking: Text | None = None
+    run_on_flat: StrictBool | None = None
+    brand: Text | None = None
+    usage: Text | None = None
+    season: _text(m.SEASON_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    on_promotion: StrictBool | None = None
+    on_clearance: StrictBool | None = None
+    dot_code: Text | None = None
+    weight_kg: Weight | None = Field(
+        default=None, description='Weight in kg: a number or a numeric string ("9,5" accepted).'
+    )
+    discontinued: StrictBool | None = None
+    eu_label: Text | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The normalised key: (ean or "", stock_code)."""
+        return (self.ean or "", self.stock_code)
+
+    def payload(self) -> dict[str, Any]:
+        """The item as JSON-ready data, with the fields that were sent."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class SourceType(StrEnum):
+    STOCK_RECEIPT = "stock_receipt"
+    STOCK_ISSUE = "stock_issue"
+    CUSTOMER_SALE = "customer_sale"
+    CATALOG_SYNC = "catalog_sync"
+    STOCK_ADJUSTMENT = "stock_adjustment"
+    MANUAL = "manual"
+    SCHEDULED = "scheduled"
+    OTHER = "other"
+
+
+class SyncContext(BaseModel):
+    """Where a sync came from; stored with its audit row."""
+
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+    source_type: SourceType
+    source_ref: _text(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    note: _text(1000) | None = None  # type: ignore[valid-type]
+    actor: _text(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+
+
+RequestId = _text(m.REQUEST_ID_MAX_LENGTH)

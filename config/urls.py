@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from partner_api.views import healthz
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="schema"),
+    re_path(r"^api/docs/?$", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    re_path(r"^healthz/?$", healthz, name="healthz"),
+    path("api/", include("partner_api.urls")),
+]
+
+handler400 = "partner_api.exceptions.json_bad_request"
+handler403 = "partner_api.exceptions.json_permission_denied"
+handler404 = "partner_api.exceptions.json_not_found"
+handler500 = "partner_api.exceptions.json_server_error"

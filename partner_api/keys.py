@@ -1,0 +1,36 @@
+"""API key management: the admin and the management commands both call these."""
+
+from datetime import datetime
+
+from django.db import transaction
+from rest_framework_api_key.models import APIKey
+
+
+class KeyNotFound(Exception):
+    pass
+
+
+def api_key_create(*, name: str, expiry_date: datetime | None = None) -> tuple[APIKey, str]:
+    """Create a key; the returned value is the only time the key is ever visible."""
+    name = name.strip()
+    if not name:
+        raise ValueError("A key needs a name.")
+    if len(name) > 50:
+        raise ValueError("A key's name is at most 50 characters.")
+    return APIKey.objects.create_key(name=name, expiry_date=expiry_date)
+
+
+def api_key_revoke(*, name: str) -> int:
+    """Revoke every active key with this name; returns how many were revoked."""
+    with transaction.atomic():
+        keys = list(APIKey.objects.select_for_update().filter(name=name, revoked=False))
+        if not keys:
+            raise KeyNotFound(f"No active API key named {name!r}.")
+        for key in keys:
+            key.revoked = True
+            key.save(update_fields=["revoked"])
+    return len(keys)
+
+
+def api_key_list() -> list[APIKey]:
+    return list(APIKey.objects.order_by("name", "created"))

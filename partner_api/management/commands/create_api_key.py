@@ -1,0 +1,39 @@
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from partner_api.keys import api_key_create
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an API key for the partner system. The key is printed once, alone on the "
+        "last line; only its hash is stored."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="A name for the key (who uses it), at most 50 characters.")
+        parser.add_argument(
+            "--expires-in-days",
+            type=int,
+            default=None,
+            help="Make the key expire after this many days (default: never).",
+        )
+
+    def handle(self, *args, name, expires_in_days, **options):
+        expiry = None
+        if expires_in_days is not None:
+            if expires_in_days <= 0:
+                raise CommandError("--expires-in-days must be a positive number of days.")
+            expiry = timezone.now() + timedelta(days=expires_in_days)
+        try:
+            api_key, key = api_key_create(name=name, expiry_date=expiry)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stderr.write(
+            f"Created API key {api_key.name!r} (prefix {api_key.prefix})"
+            + (f", expires {expiry:%Y-%m-%d %H:%M} UTC" if expiry else "")
+            + ". Store it now: it is not shown again."
+        )
+        self.stdout.write(key)

@@ -1,0 +1,39 @@
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from catalog import demo as catalog_demo
+from orders import demo as orders_demo
+from partner_api.keys import api_key_create
+from plants import demo as plants_demo
+
+
+class Command(BaseCommand):
+    help = (
+        "Prepare a local demo: migrate the database, load demo data once and print a new "
+        "API key with a ready curl line."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=8000, help="Port the service will use.")
+
+    def handle(self, *args, port: int, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        for seed in (catalog_demo.seed, orders_demo.seed, plants_demo.seed):
+            for line in seed():
+                self.stdout.write(line)
+        _, key = api_key_create(name=f"demo {timezone.now():%Y-%m-%d %H:%M:%S}")
+        base = f"http://127.0.0.1:{port}"
+        self.stdout.write("")
+        self.stdout.write(f"Service: {base}   API docs: {base}/api/docs/   Admin: {base}/admin/")
+        self.stdout.write("API key (shown once):")
+        self.stdout.write(f"  {key}")
+        self.stdout.write("Try it:")
+        self.stdout.write(
+            f"  curl -s -X PUT {base}/api/v1/partner/products/item "
+            f"-H 'X-API-Key: {key}' -H 'Content-Type: application/json' "
+            """-d '{"stock_code": "PT-205-55-16-W", "ean": "8591234567001", "status": "active", """
+            """"shop_quantity": 7, "catalog_price": 89.9, "eshop_price": 84.5, "request_id": "DEMO-1"}'"""
+        )
+        self.stdout.write("Create an admin user with: .venv/bin/python manage.py createsuperuser")
+        self.stdout.write("")

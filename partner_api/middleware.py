@@ -1,0 +1,30 @@
+import logging
+import time
+
+logger = logging.getLogger("partner_api.requests")
+
+
+class RequestLogMiddleware:
+    """One log line per request: method, path, status, duration, API key name and request_id.
+
+    The key's value is never logged: authentication puts only the key's name on the request.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        request.started_at = started
+        response = self.get_response(request)
+        duration_ms = (time.perf_counter() - started) * 1000
+        logger.info(
+            "%s %s %s %.1fms key=%s request_id=%s",
+            request.method,
+            request.path,
+            response.status_code,
+            duration_ms,
+            getattr(request, "api_client_name", "-"),
+            getattr(request, "log_request_id", None) or "-",
+        )
+        return response

@@ -1,0 +1,12 @@
+"""Paths answer exactly as written and with a trailing slash, never with a redirect."""
+
+from django.urls import re_path
+
+from partner_api import views
+
+app_name = "partner_api"
+
+urlpatterns = [
+    re_path(r"^v1/partner/products/sync/?$", views.ProductSyncView.as_view(), name="products-sync"),
+    re_path(r"^v1/partner/products/item/?$", views.ProductItemView.as_view(), name="products-item"),
+]

@@ -1,0 +1,250 @@
+import hashlib
+import json
+import logging
+import time
+from typing import Any
+
+import orjson
+import pydantic
+from django.db import DatabaseError, connection
+from django.http import JsonResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import permissions
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog.models import SyncAudit
+from catalog.services import (
+    ItemsRefused,
+    Problem,
+    SyncClient,
+    duplicate_key_problems,
+    products_sync,
+    sync_audit_create,
+    sync_max_items,
+)
+from partner_api.exceptions import RequestInvalid, problems_from_pydantic
+from partner_api.schemas import (
+    BatchSyncRequest,
+    ErrorBody,
+    ItemSyncRequest,
+    SyncResponse,
+    ValidationErrorBody,
+)
+
+logger = logging.getLogger(__name__)
+
+ERROR_RESPONSES = {
+    401: OpenApiResponse(ErrorBody, description="Missing, unknown, revoked or expired X-API-Key."),
+    413: OpenApiResponse(ErrorBody, description="Body over the size limit."),
+    415: OpenApiResponse(ErrorBody, description="Body is not JSON by its Content-Type."),
+    503: OpenApiResponse(ErrorBody, description="Database unavailable; retry later."),
+}
+
+
+def body_hash(data: Any) -> str:
+    """Hash of the body's canonical JSON: the same content hashes the same, whatever its layout."""
+    try:
+        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        # orjson refuses integers over 64 bits and lone surrogates; the standard library does not.
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def _is_stock_code_missing(problem: Problem) -> bool:
+    if not problem.loc or problem.loc[-1] != "stock_code":
+        return False
+    if problem.type in {"missing", "string_too_short"}:
+        return True
+    return problem.type == "string_type" and problem.input is None
+
+
+class SyncView(APIView):
+    """Common path of the two synchronization operations: validate, call the service, audit."""
+
+    permission_classes = (permissions.IsAuthenticated,)
+    endpoint: str
+    request_model: type[pydantic.BaseModel]
+    validation_status = 400
+
+    def initial(self, request, *args, **kwargs):
+        self.started = getattr(request._request, "started_at", None) or time.perf_counter()
+        self.audit_request_id: str | None = None
+        self.audit_context = None
+        self.audited = False
+        super().initial(request, *args, **kwargs)
+
+    def sync(self, request) -> Response:
+        data = request.data
+        self._note_request_id(data)
+        problems: list[Problem] = []
+        payload = None
+        if isinstance(data, dict) and self.endpoint == SyncAudit.Endpoint.BATCH:
+            products = data.get("products")
+            limit = sync_max_items()
+            if isinstance(products, list) and len(products) > limit:
+                problems.append(
+                    Problem(
+                        loc=("body", "products"),
+                        msg=f"At most {limit} items per request; got {len(products)}",
+                        type="too_long",
+                        ctx={"max_length": limit, "actual_length": len(products)},
+                    )
+                )
+        try:
+            payload = self.request_model.model_validate(data)
+        except pydantic.ValidationError as exc:
+            problems.extend(problems_from_pydantic(exc, prefix="body"))
+        if payload is not None:
+            self.audit_context = payload.sync_context
+            items = payload.products if self.endpoint == SyncAudit.Endpoint.BATCH else [payload]
+            if not problems:
+                problems.extend(
+                    Problem(loc=("body", *p.loc), msg=p.msg, type=p.type, input=p.input, ctx=p.ctx)
+                    for p in duplicate_key_problems(items)
+                )
+        if problems:
+            status = 422 if any(_is_stock_code_missing(p) for p in problems) else 400
+            raise RequestInvalid(problems, status_code=status)
+
+        client = SyncClient(key_id=request.user.key_id, key_name=request.user.name)
+        outcome = products_sync(
+            items=items,
+            request_id=payload.request_id,
+            context=payload.sync_context,
+            client=client,
+            endpoint=self.endpoint,
+            body_hash=body_hash(data),
+            started=self.started,
+        )
+        self.audited = True
+        response = Response(outcome.response)
+        if outcome.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+    def _note_request_id(self, data: Any) -> None:
+        if isinstance(data, dict):
+            request_id = data.get("request_id")
+            if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+                request_id = str(request_id)
+                if len(request_id) <= 128 and "\x00" not in request_id:
+                    self.audit_request_id = request_id
+                    self.request._request.log_request_id = request_id
+
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        if not self.audited and not getattr(exc, "audited", False):
+            self._audit_refusal(exc, response)
+        return response
+
+    def _audit_refusal(self, exc: Exception, response: Response) -> None:
+        if response.status_code >= 500:
+            return
+        user = getattr(self.request, "_user", None)
+        client = (
+            SyncClient(key_id=user.key_id, key_name=user.name)
+            if getattr(user, "is_authenticated", False)
+            else None
+        )
+        if isinstance(exc, RequestInvalid | ItemsRefused):
+            summary = "; ".join(f"{list(p.loc)}: {p.msg}" for p in exc.problems[:20])
+        else:
+            summary = str(getattr(exc, "detail", exc))
+        try:
+            sync_audit_create(
+                client=client,
+                endpoint=self.endpoint,
+                request_id=self.audit_request_id,
+                context=self.audit_context,
+                outcome=SyncAudit.Outcome.REFUSED,
+                status_code=response.status_code,
+                started=self.started,
+                error_summary=summary,
+            )
+        except DatabaseError:
+            logger.exception("could not write the audit row of a refused sync")
+
+
+SYNC_RESPONSES = {
+    200: OpenApiResponse(
+        SyncResponse,
+        description=(
+            "Processed (success true) or paused by staff (success false, nothing applied). "
+            "A replayed retry carries the header `Idempotent-Replayed: true`."
+        ),
+    ),
+    **ERROR_RESPONSES,
+}
+
+
+class ProductSyncView(SyncView):
+    """Batch product synchronization."""
+
+    endpoint = SyncAudit.Endpoint.BATCH
+    request_model = BatchSyncRequest
+
+    @extend_schema(
+        operation_id="products_sync",
+        summary="Batch product synchronization",
+        description=(
+            "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
+            "optional ean. Unknown and ambiguous keys are stored as pending products and counted "
+            "in unknown_products. All or nothing: one invalid item and nothing is applied. A retry "
+            "with the same request_id and body replays the stored response."
+        ),
+        request=BatchSyncRequest,
+        responses={
+            **SYNC_RESPONSES,
+            400: OpenApiResponse(
+                ValidationErrorBody,
+                description="Too many items, duplicate key, malformed JSON or invalid field.",
+            ),
+            422: OpenApiResponse(
+                ValidationErrorBody, description="stock_code missing or empty in an item."
+            ),
+        },
+        tags=["products"],
+    )
+    def post(self, request):
+        return self.sync(request)
+
+
+class ProductItemView(SyncView):
+    """Single product synchronization."""
+
+    endpoint = SyncAudit.Endpoint.ITEM
+    request_model = ItemSyncRequest
+
+    @extend_schema(
+        operation_id="products_item",
+        summary="Single product synchronization",
+        description=(
+            "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
+            "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product."
+        ),
+        request=ItemSyncRequest,
+        responses={
+            **SYNC_RESPONSES,
+            400: OpenApiResponse(
+                ValidationErrorBody,
+                description="Unknown or ambiguous key, malformed JSON or invalid field.",
+            ),
+            422: OpenApiResponse(ValidationErrorBody, description="stock_code missing or empty."),
+        },
+        tags=["products"],
+    )
+    def put(self, request):
+        return self.sync(request)
+
+
+def healthz(request):
+    """200 when the database answers, 503 when it does not; no key needed."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError:
+        return JsonResponse({"status": "unavailable", "database": "down"}, status=503)
+    return JsonResponse({"status": "ok", "database": "up"})

@@ -1,0 +1,71 @@
+from decimal import Decimal
+
+import factory
+from factory.django import DjangoModelFactory
+
+from catalog.models import PendingProduct, Product
+
+
+class ProductFactory(DjangoModelFactory):
+    class Meta:
+        model = Product
+
+    stock_code = factory.Sequence(lambda n: f"SC-{n:06d}")
+    ean = factory.Sequence(lambda n: f"859{n:010d}")
+    status = "active"
+    shop_quantity = 10
+    catalog_price = Decimal("100.00")
+    eshop_price = Decimal("90.00")
+    name = factory.LazyAttribute(lambda o: f"Tyre {o.stock_code}")
+    brand = "Nordway"
+
+
+class PendingProductFactory(DjangoModelFactory):
+    class Meta:
+        model = PendingProduct
+
+    stock_code = factory.Sequence(lambda n: f"PX-{n:06d}")
+    ean = ""
+    reason = PendingProduct.Reason.UNKNOWN
+    payload = factory.LazyAttribute(
+        lambda o: {
+            "stock_code": o.stock_code,
+            "status": "active",
+            "shop_quantity": 3,
+            "catalog_price": "10.00",
+            "eshop_price": "9.00",
+        }
+    )
+
+
+def full_item(index: int, **overrides) -> dict:
+    """A fully populated product item as the partner system sends it."""
+    item = {
+        "stock_code": f"SC-{index:06d}",
+        "ean": f"859{index:010d}",
+        "status": "active",
+        "shop_quantity": index % 50,
+        "catalog_price": 120.5,
+        "eshop_price": 99.9,
+        "name": f"Winter Grip Performance 205/55 R16 91H XL item {index}",
+        "section_width_mm": "205",
+        "aspect_ratio": "55",
+        "rim_inch": "R16",
+        "tread_name": "Winter Grip Performance",
+        "name_suffix": "2026 edition, studless, extra load",
+        "load_index": "91",
+        "speed_index": "H",
+        "special_marking": "XL FR M+S 3PMSF",
+        "run_on_flat": False,
+        "brand": "Nordway",
+        "usage": "passenger",
+        "season": "winter",
+        "on_promotion": True,
+        "on_clearance": False,
+        "dot_code": "DOT 2426",
+        "weight_kg": 9.45,
+        "discontinued": False,
+        "eu_label": "C/B/71dB/A",
+    }
+    item.update(overrides)
+    return item
