@@ -1,0 +1,290 @@
+"""Resolution of pending keys: keys the partner system sent that matched no product, or several.
+
+A pending key resolves itself when a product with that key comes into being (in the admin, by a
+catalogue import, or when a later sync names it by EAN); staff can also create products from
+pending keys or dismiss them. Matching follows the sync's lookup: a pending key with an EAN
+matches exactly (ean, stock_code); one without matches by stock_code when exactly one product
+has that stock_code.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pydantic
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
+from catalog.schemas import TRACKED_FIELDS, VALUE_FIELDS, ProductItem
+
+HISTORY_SOURCE = "pending"
+SYNC_RESOLVER = "sync"
+
+
+@dataclass
+class PendingCreateResult:
+    """What `pending_create_products` did, and why it skipped the keys it skipped."""
+
+    created: list[Product] = field(default_factory=list)
+    resolved: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def _display(value) -> str | None:
+    if value is None:
+        return None
+    normalize = getattr(value, "normalize", None)
+    if normalize is not None:
+        return format(normalize(), "f")
+    return str(value)
+
+
+def _pending_match(
+    pending: PendingProduct,
+    by_key: dict[tuple[str, str], int],
+    by_code: dict[str, list[int]],
+) -> int | None:
+    """The pk of the one product the pending key names, as the sync's lookup would find it."""
+    if pending.ean:
+        return by_key.get((pending.ean, pending.stock_code))
+    candidates = by_code.get(pending.stock_code, [])
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _source_audit_id(pending: PendingProduct) -> int | None:
+    """The audit of the call that last sent this key.
+
+    The sync writes the pending row and its audit in one transaction a moment apart, so the
+    first audit of that request_id from `last_seen` on that counted unknown keys is that call.
+    """
+    return (
+        SyncAudit.objects.filter(
+            request_id=pending.last_request_id,
+            created_at__gte=pending.last_seen,
+            unknown_products__gt=0,
+        )
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
+def _payload_values(pending: PendingProduct) -> ProductItem | None:
+    try:
+        return ProductItem.model_validate(pending.payload)
+    except pydantic.ValidationError:
+        return None
+
+
+def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int:
+    """Close the open pending keys that these products now answer; returns how many closed.
+
+    The pending entry's last quantity, prices and status are applied to its product unless a
+    change newer than the entry's last sighting has already been applied to that product; each
+    change is kept as product history with source "pending", linked to the audit of the call
+    that sent it.
+    """
+    wanted = {p.pk for p in products if p.pk is not None}
+    if not wanted:
+        return 0
+    with transaction.atomic():
+        codes = set(
+            Product.objects.filter(pk__in=wanted).values_list("stock_code", flat=True).distinct()
+        )
+        pendings = list(
+            PendingProduct.objects.select_for_update()
+            .filter(state=PendingProduct.State.OPEN, stock_code__in=codes)
+            .order_by("pk")
+        )
+        if not pendings:
+            return 0
+        by_key: dict[tuple[str, str], int] = {}
+        by_code: dict[str, list[int]] = defaultdict(list)
+        for pk, ean, stock_code in Product.objects.filter(stock_code__in=codes).values_list(
+            "pk", "ean", "stock_code"
+        ):
+            by_key[(ean, stock_code)] = pk
+            by_code[stock_code].append(pk)
+
+        matches = []
+        for pending in pendings:
+            product_pk = _pending_match(pending, by_key, by_code)
+            if product_pk is not None and product_pk in wanted:
+                matches.append((pending, product_pk))
+        if not matches:
+            return 0
+        _apply_and_close(matches, by=by)
+        return len(matches)
+
+
+def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) -> None:
+    now = timezone.now()
+    product_pks = {pk for _, pk in matches}
+    latest_change: dict[int, datetime] = dict(
+        ProductHistory.objects.filter(product_id__in=product_pks)
+        .values("product_id")
+        .annotate(latest=Max("changed_at"))
+        .values_list("product_id", "latest")
+    )
+    products = Product.objects.select_for_update().in_bulk(product_pks)
+    # The newest sighting wins when two pending keys (with and without EAN) name one product.
+    for pending, product_pk in sorted(matches, key=lambda pair: pair[0].last_seen):
+        product = products[product_pk]
+        latest = latest_change.get(product_pk)
+        item = _payload_values(pending)
+        if item is not None and (latest is None or latest <= pending.last_seen):
+            _apply_payload(product, item, pending=pending, now=now)
+            latest_change[product_pk] = pending.last_seen
+        pending.state = PendingProduct.State.RESOLVED
+        pending.resolved_product_id = product_pk
+        pending.resolved_at = now
+        pending.resolved_by = by
+    PendingProduct.objects.bulk_update(
+        [pending for pending, _ in matches],
+        ("state", "resolved_product", "resolved_at", "resolved_by"),
+    )
+
+
+def _apply_payload(product: Product, item: ProductItem, *, pending: PendingProduct, now) -> None:
+    audit_id = _source_audit_id(pending)
+    history = []
+    for name in TRACKED_FIELDS:
+        new = getattr(item, name)
+        old = getattr(product, name)
+        if new is None or new == old:
+            continue
+        history.append(
+            ProductHistory(
+                product=product,
+                audit_id=audit_id,
+                field=name,
+                old_value=_display(old),
+                new_value=_display(new),
+                changed_at=now,
+                source=HISTORY_SOURCE,
+            )
+        )
+        setattr(product, name, new)
+    if history:
+        product.updated_at = now
+        product.save(update_fields=(*TRACKED_FIELDS, "updated_at"))
+        ProductHistory.objects.bulk_create(history)
+
+
+def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCreateResult:
+    """Create a product from each selected open pending key's last payload, and close the key.
+
+    Ambiguous keys are skipped (a product without EAN would only add to the ambiguity), as are
+    keys whose product already exists (they are resolved instead) and payloads that no longer
+    pass validation.
+    """
+    result = PendingCreateResult()
+    with transaction.atomic():
+        pendings = list(
+            PendingProduct.objects.select_for_update()
+            .filter(pk__in=list(pending_ids), state=PendingProduct.State.OPEN)
+            .order_by("pk")
+        )
+        to_create: list[tuple[PendingProduct, Product]] = []
+        existing: list[Product] = []
+        for pending in pendings:
+            if pending.reason == PendingProduct.Reason.AMBIGUOUS:
+                result.skipped.append(
+                    f"{pending}: the key is ambiguous; it needs an EAN to name one product."
+                )
+                continue
+            item = _payload_values(pending)
+            if item is None:
+                result.skipped.append(f"{pending}: its last payload is not a valid product.")
+                continue
+            found = _products_for_key(pending)
+            if len(found) > 1:
+                result.skipped.append(
+                    f"{pending}: several products have this stock_code now; it needs an EAN."
+                )
+                continue
+            if found:
+                existing.extend(found)
+                result.resolved += 1
+                continue
+            values = {name: getattr(item, name) for name in VALUE_FIELDS}
+            values = {name: value for name, value in values.items() if value is not None}
+            product = Product(ean=pending.ean, stock_code=pending.stock_code, **values)
+            to_create.append((pending, product))
+        if existing:
+            pending_resolve_for_products(products=existing, by=by)
+        now = timezone.now()
+        for pending, product in to_create:
+            product.save(force_insert=True)
+            pending.state = PendingProduct.State.RESOLVED
+            pending.resolved_product = product
+            pending.resolved_at = now
+            pending.resolved_by = by
+            result.created.append(product)
+        PendingProduct.objects.bulk_update(
+            [pending for pending, _ in to_create],
+            ("state", "resolved_product", "resolved_at", "resolved_by"),
+        )
+        # A product without EAN may also answer other open keys with its stock_code.
+        if result.created:
+            pending_resolve_for_products(products=result.created, by=by)
+    return result
+
+
+def _products_for_key(pending: PendingProduct) -> list[Product]:
+    if pending.ean:
+        return list(Product.objects.filter(ean=pending.ean, stock_code=pending.stock_code))
+    return list(Product.objects.filter(stock_code=pending.stock_code))
+
+
+def pending_dismiss(*, pending_ids: Iterable[int], by: str) -> int:
+    """Close the selected open pending keys without creating anything; returns how many."""
+    with transaction.atomic():
+        return PendingProduct.objects.filter(
+            pk__in=list(pending_ids), state=PendingProduct.State.OPEN
+        ).update(state=PendingProduct.State.DISMISSED, resolved_at=timezone.now(), resolved_by=by)
+
+
+def pending_rematch_all(*, by: str) -> int:
+    """Resolve every open pending key that a product now answers; returns how many."""
+    codes = PendingProduct.objects.filter(state=PendingProduct.State.OPEN).values("stock_code")
+    products = Product.objects.filter(stock_code__in=codes).only("pk")
+    return pending_resolve_for_products(products=products, by=by)
+
+
+def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now) -> int:
+    """Close open pending keys that a sync just answered by EAN; returns how many.
+
+    `matched` holds (ean, stock_code, product pk) of the items the sync applied with an EAN. The
+    sync's own values are newer than anything pending, so no payload is applied: the entry with
+    that exact key, or the one with that stock_code and no EAN (unknown or ambiguous before), is
+    simply closed, in two statements whatever the batch size.
+    """
+    if not matched:
+        return 0
+    by_key = {(ean, code): pk for ean, code, pk in matched}
+    by_code = {code: pk for _, code, pk in matched}
+    pendings = PendingProduct.objects.filter(
+        state=PendingProduct.State.OPEN, stock_code__in=by_code.keys()
+    ).only("pk", "ean", "stock_code")
+    closing = []
+    for pending in pendings:
+        product_pk = by_key.get((pending.ean, pending.stock_code))
+        if product_pk is None and not pending.ean:
+            product_pk = by_code[pending.stock_code]
+        if product_pk is None:
+            continue
+        pending.state = PendingProduct.State.RESOLVED
+        pending.resolved_product_id = product_pk
+        pending.resolved_at = now
+        pending.resolved_by = SYNC_RESOLVER
+        closing.append(pending)
+    PendingProduct.objects.bulk_update(
+        closing, ("state", "resolved_product", "resolved_at", "resolved_by")
+    )
+    return len(closing)
