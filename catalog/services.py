@@ -25,6 +25,7 @@ from catalog.models import (
     SyncAudit,
     SyncControl,
 )
+from catalog.pending import pending_close_for_synced, pending_resolve_for_products
 from catalog.schemas import (
     OPTIONAL_FIELDS,
     TRACKED_FIELDS,
@@ -304,6 +305,13 @@ def _products_sync(
         ("product", "audit", "field", "old_value", "new_value", "changed_at", "source"),
         [(pk, audit.pk, name, old, new, now, "sync") for pk, name, old, new in history],
     )
+    # Before recording this batch's own unresolved keys, which must stay open.
+    pending_close_for_synced(
+        matched=[
+            (item.ean, item.stock_code, row[0]) for item, row in resolution.matched if item.ean
+        ],
+        now=now,
+    )
     _pending_record(resolution.unresolved, request_id=request_id, now=now)
     response = _response(
         success=True,
@@ -567,4 +575,8 @@ def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
                 product.updated_at = now
                 product.save()
                 updated += 1
+        pending_resolve_for_products(
+            products=Product.objects.filter(stock_code__in={item.stock_code for item in items}),
+            by="import",
+        )
     return ImportResult(created=created, updated=updated)
