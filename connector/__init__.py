@@ -1,0 +1,26 @@
+"""Reference connector: pushes posted stock documents of the partner system to the service.
+
+It follows the interface's connector rules (when to call, how to chunk, which request_id and
+sync_context to send, how responses decide a document's sync status) and needs nothing but the
+standard library and, on a terminal, tqdm for the progress bar. It never imports Django: it is
+the partner system's side of the interface.
+"""
+
+from connector.document import Document, DocumentInvalid, DocumentNotPosted, load_document
+from connector.push import ChunkResult, PushResult, SyncStatus, push_document
+from connector.transport import HttpTransport, Reply, Transport, TransportError
+
+__all__ = [
+    "ChunkResult",
+    "Document",
+    "DocumentInvalid",
+    "DocumentNotPosted",
+    "HttpTransport",
+    "PushResult",
+    "Reply",
+    "SyncStatus",
+    "Transport",
+    "TransportError",
+    "load_document",
+    "push_document",
+]

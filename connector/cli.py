@@ -1,0 +1,204 @@
+"""Command line: `python -m connector push DOCUMENT`.
+
+Exit status: 0 synced, 1 partial, 3 failed, 4 unchanged (no answer or key refused: push again
+later), 2 the document or the command line is wrong (a draft, an invalid row, a missing key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from connector.document import DocumentInvalid, DocumentNotPosted, load_document, parse_document
+from connector.push import (
+    DEFAULT_CHUNK_SIZE,
+    Chunk,
+    ChunkResult,
+    RetryPolicy,
+    ServiceClient,
+    SyncStatus,
+    push_document,
+)
+from connector.transport import HttpTransport, Transport
+
+EXIT_CODES = {
+    SyncStatus.SYNCED: 0,
+    SyncStatus.PARTIAL: 1,
+    SyncStatus.FAILED: 3,
+    SyncStatus.UNCHANGED: 4,
+}
+EXIT_USAGE = 2
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
+def _env_number(name: str, default: float, kind: type = int) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise SystemExit(f"{name} must be a number, got {value!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m connector",
+        description="Reference connector of the partner system: pushes posted stock documents.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    push = commands.add_parser(
+        "push",
+        help="push one posted stock document to the service",
+        description=(
+            "Push a posted stock document (JSON or CSV) to the service and print its sync "
+            "status: synced, partial, failed or unchanged. Exit status: 0 synced, 1 partial, "
+            "3 failed, 4 unchanged (push again later), 2 invalid document or usage."
+        ),
+    )
+    push.add_argument("document", help="document file (.json or .csv), or - for standard input")
+    push.add_argument(
+        "--format",
+        choices=("json", "csv"),
+        help="document format (default: from the file suffix; json for standard input)",
+    )
+    push.add_argument(
+        "--base-url",
+        default=os.environ.get("CONNECTOR_BASE_URL", DEFAULT_BASE_URL),
+        help="service root address (env CONNECTOR_BASE_URL; default %(default)s)",
+    )
+    push.add_argument(
+        "--api-key",
+        default=os.environ.get("CONNECTOR_API_KEY"),
+        help="API key (env CONNECTOR_API_KEY; prefer the environment, a flag shows in ps)",
+    )
+    push.add_argument(
+        "--chunk-size",
+        type=int,
+        default=int(_env_number("CONNECTOR_CHUNK_SIZE", DEFAULT_CHUNK_SIZE)),
+        help="rows per batch request, at most the server's limit "
+        "(env CONNECTOR_CHUNK_SIZE; default %(default)s)",
+    )
+    push.add_argument(
+        "--timeout",
+        type=float,
+        default=_env_number("CONNECTOR_TIMEOUT", 120.0, float),
+        help="seconds to wait for each response (env CONNECTOR_TIMEOUT; default %(default)s)",
+    )
+    push.add_argument(
+        "--retries",
+        type=int,
+        default=int(_env_number("CONNECTOR_RETRIES", 5)),
+        help="retries of a chunk after an HTTP error or timeout (env CONNECTOR_RETRIES; "
+        "default %(default)s)",
+    )
+    push.add_argument(
+        "--backoff",
+        type=float,
+        default=_env_number("CONNECTOR_BACKOFF", 0.5, float),
+        help="first retry delay in seconds, doubled on each retry up to 30 "
+        "(env CONNECTOR_BACKOFF; default %(default)s)",
+    )
+    push.add_argument("--actor", help="who pushes (sync_context.actor), e.g. a user name")
+    push.add_argument(
+        "--status-file",
+        type=Path,
+        help="also write the result (sync status and every chunk) to this JSON file",
+    )
+    progress = push.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress bar (default: when standard error is a terminal)",
+    )
+    progress.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
+    )
+    return parser
+
+
+def main(
+    argv: list[str] | None = None,
+    *,
+    transport: Transport | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | None = None,
+    sleep=None,
+) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    def usage(message: str) -> int:
+        stderr.write(f"error: {message}\n")
+        return EXIT_USAGE
+
+    if not args.api_key:
+        return usage("no API key: set CONNECTOR_API_KEY or pass --api-key.")
+    if args.chunk_size < 1:
+        return usage("--chunk-size must be at least 1.")
+    if args.retries < 0:
+        return usage("--retries must be 0 or more.")
+    if args.timeout <= 0:
+        return usage("--timeout must be positive.")
+    try:
+        if args.document == "-":
+            document = parse_document((stdin or sys.stdin).read(), fmt=args.format or "json")
+        else:
+            document = load_document(args.document, fmt=args.format)
+    except DocumentNotPosted as exc:
+        return usage(f"{exc}")
+    except DocumentInvalid as exc:
+        return usage(f"{args.document}: {exc}")
+
+    def on_retry(chunk: Chunk, attempt: int, problem: str, wait: float) -> None:
+        stderr.write(
+            f"{chunk.label}: {problem}; retry {attempt} of {args.retries} in {wait:g} s "
+            f"(same request_id {document.number})\n"
+        )
+
+    client = ServiceClient(
+        base_url=args.base_url,
+        api_key=args.api_key,
+        transport=transport or HttpTransport(),
+        timeout=args.timeout,
+        retry=RetryPolicy(attempts=args.retries + 1, base_delay=args.backoff),
+        on_retry=on_retry,
+        **({"sleep": sleep} if sleep is not None else {}),
+    )
+    show_progress = args.progress
+    if show_progress is None:
+        show_progress = stderr.isatty() and len(document.rows) > args.chunk_size
+    bar = _progress_bar(len(document.rows), document.number, stderr) if show_progress else None
+
+    def on_chunk(outcome: ChunkResult) -> None:
+        if bar is not None:
+            bar.update(outcome.rows)
+
+    try:
+        result = push_document(
+            document, client=client, chunk_size=args.chunk_size, actor=args.actor, on_chunk=on_chunk
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    stdout.write(result.summary() + "\n")
+    if args.status_file is not None:
+        args.status_file.write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
+    return EXIT_CODES[result.status]
+
+
+def _progress_bar(total: int, number: str, stream: TextIO):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # the connector still works without it, only without a bar
+        return None
+    return tqdm(total=total, desc=number, unit="row", file=stream, leave=False)

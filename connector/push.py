@@ -1,0 +1,419 @@
+"""Pushing one posted document: chunking, retries, and the document's sync status.
+
+The rules are the interface's connector rules:
+
+- one row goes through the single-item operation, several through the batch operation in
+  chunks of at most the server's limit;
+- request_id is the document number for every chunk; sync_context carries the source type of
+  the document type, the document number and the chunk's position ("chunk 2 of 3");
+- after each chunk, success, products_updated and unknown_products are evaluated: success false
+  ends the document `failed` and no further chunk is sent; unknown keys make it `partial`;
+- an HTTP error or a timeout leaves the status unchanged and is retried with backoff, with the
+  same request_id and the very same body, so the service can replay an applied chunk instead
+  of applying it twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from connector.document import Document, DocumentNotPosted
+from connector.transport import Reply, Transport, TransportError
+
+BATCH_PATH = "/api/v1/partner/products/sync"
+ITEM_PATH = "/api/v1/partner/products/item"
+DEFAULT_CHUNK_SIZE = 5000
+USER_AGENT = "stock-sync-connector/1.0"
+# Statuses that say "try again later" rather than "this request is wrong".
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+# A single-item refusal of these types means the key is unknown to the shop (the service has
+# recorded it for staff): for the document this is an unknown product, not a broken request.
+UNKNOWN_KEY_TYPES = frozenset({"unknown_key", "ambiguous_key"})
+
+
+class SyncStatus(StrEnum):
+    SYNCED = "synced"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    # Not answered (HTTP errors, timeouts, a refused key): the document keeps its status and
+    # is pushed again later with the same request_id.
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff: `attempts` tries in all, waiting base, twice that, four times
+    that and so on, up to max_delay."""
+
+    attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+
+    def delay(self, retry: int, retry_after: str | None = None) -> float:
+        wait = min(self.max_delay, self.base_delay * (2 ** (retry - 1)))
+        if retry_after is not None:
+            # A server that says when to come back knows better than the backoff does.
+            with contextlib.suppress(ValueError):
+                wait = max(wait, min(self.max_delay, float(retry_after)))
+        return wait
+
+
+@dataclass
+class Chunk:
+    index: int
+    total: int
+    method: str
+    path: str
+    rows: int
+    body: bytes
+
+    @property
+    def label(self) -> str:
+        return f"chunk {self.index} of {self.total}"
+
+
+@dataclass
+class ChunkResult:
+    index: int
+    total: int
+    rows: int
+    status_code: int | None = None
+    success: bool | None = None
+    products_received: int = 0
+    products_updated: int = 0
+    unknown_products: int = 0
+    replayed: bool = False
+    attempts: int = 0
+    message: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"chunk {self.index} of {self.total}"
+
+
+@dataclass
+class PushResult:
+    document: str
+    document_type: str
+    rows: int
+    chunks_total: int
+    status: SyncStatus
+    chunks: list[ChunkResult] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def products_updated(self) -> int:
+        return sum(chunk.products_updated for chunk in self.chunks)
+
+    @property
+    def unknown_products(self) -> int:
+        return sum(chunk.unknown_products for chunk in self.chunks)
+
+    def summary(self) -> str:
+        sent = len(self.chunks)
+        lines = [
+            f"Document {self.document} ({self.document_type}, {self.rows} rows, "
+            f"{self.chunks_total} chunk{'s' if self.chunks_total != 1 else ''}): {self.status}",
+            f"  products updated {self.products_updated}, unknown products "
+            f"{self.unknown_products}, chunks answered {sent} of {self.chunks_total}",
+        ]
+        for chunk in self.chunks:
+            line = (
+                f"  {chunk.label}: {chunk.rows} rows, HTTP {chunk.status_code or '-'}, "
+                f"updated {chunk.products_updated}, unknown {chunk.unknown_products}"
+            )
+            if chunk.replayed:
+                line += ", replayed"
+            if chunk.attempts > 1:
+                line += f", {chunk.attempts} attempts"
+            if chunk.message:
+                line += f" ({chunk.message})"
+            lines.append(line)
+        if self.reason:
+            lines.append(f"  {self.reason}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "document": self.document,
+            "document_type": self.document_type,
+            "sync_status": str(self.status),
+            "rows": self.rows,
+            "chunks_total": self.chunks_total,
+            "products_updated": self.products_updated,
+            "unknown_products": self.unknown_products,
+            "reason": self.reason,
+            "chunks": [
+                {
+                    "chunk": chunk.index,
+                    "rows": chunk.rows,
+                    "status_code": chunk.status_code,
+                    "success": chunk.success,
+                    "products_received": chunk.products_received,
+                    "products_updated": chunk.products_updated,
+                    "unknown_products": chunk.unknown_products,
+                    "replayed": chunk.replayed,
+                    "attempts": chunk.attempts,
+                    "message": chunk.message,
+                }
+                for chunk in self.chunks
+            ],
+        }
+
+
+class RetriesExhausted(Exception):
+    def __init__(self, message: str, *, attempts: int, last: Reply | None):
+        super().__init__(message)
+        self.attempts = attempts
+        self.last = last
+
+
+class ServiceClient:
+    """Sends one chunk, retrying transport failures and transient statuses with backoff."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        transport: Transport,
+        timeout: float = 120.0,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        on_retry: Callable[[Chunk, int, str, float], None] | None = None,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.transport = transport
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.sleep = sleep
+        self.on_retry = on_retry
+
+    def send(self, chunk: Chunk) -> tuple[Reply, int]:
+        """The chunk's final reply and the number of attempts it took."""
+        headers = {
+            "X-API-Key": self.api_key,
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        }
+        url = self.base_url + chunk.path
+        last: Reply | None = None
+        for attempt in range(1, self.retry.attempts + 1):
+            retry_after = None
+            try:
+                reply = self.transport.request(
+                    chunk.method, url, headers=headers, body=chunk.body, timeout=self.timeout
+                )
+            except TransportError as exc:
+                problem = str(exc)
+            else:
+                if reply.status not in RETRY_STATUSES and _readable(reply):
+                    return reply, attempt
+                last = reply
+                retry_after = reply.header("Retry-After")
+                problem = f"HTTP {reply.status}" + (
+                    "" if reply.status in RETRY_STATUSES else ", response is not JSON"
+                )
+            if attempt == self.retry.attempts:
+                raise RetriesExhausted(
+                    f"{chunk.label}: gave up after {attempt} attempts; last: {problem}",
+                    attempts=attempt,
+                    last=last,
+                )
+            wait = self.retry.delay(attempt, retry_after)
+            if self.on_retry is not None:
+                self.on_retry(chunk, attempt, problem, wait)
+            self.sleep(wait)
+        raise AssertionError("unreachable")
+
+
+def _readable(reply: Reply) -> bool:
+    """A 2xx reply must carry the JSON sync response; one that does not was cut or mangled."""
+    if not 200 <= reply.status < 300:
+        return True
+    return isinstance(_json(reply), dict)
+
+
+def _json(reply: Reply) -> Any:
+    try:
+        return json.loads(reply.body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def plan_chunks(
+    document: Document, *, chunk_size: int = DEFAULT_CHUNK_SIZE, actor: str | None = None
+) -> list[Chunk]:
+    """The requests that push the document, each with its exact body (reused on every retry)."""
+    if chunk_size < 1:
+        raise ValueError("chunk size must be at least 1")
+    rows = document.rows
+    if len(rows) == 1:
+        slices = [rows]
+    else:
+        slices = [rows[start : start + chunk_size] for start in range(0, len(rows), chunk_size)]
+    total = len(slices)
+    chunks = []
+    for index, part in enumerate(slices, start=1):
+        context = {
+            "source_type": document.source_type,
+            "source_ref": document.number,
+            "note": f"chunk {index} of {total}",
+        }
+        if actor:
+            context["actor"] = actor
+        if len(rows) == 1:
+            body: dict[str, Any] = {
+                **part[0],
+                "request_id": document.number,
+                "sync_context": context,
+            }
+            method, path = "PUT", ITEM_PATH
+        else:
+            body = {
+                "products": list(part),
+                "request_id": document.number,
+                "sync_context": context,
+            }
+            method, path = "POST", BATCH_PATH
+        chunks.append(
+            Chunk(
+                index=index,
+                total=total,
+                method=method,
+                path=path,
+                rows=len(part),
+                body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+            )
+        )
+    return chunks
+
+
+def push_document(
+    document: Document,
+    *,
+    client: ServiceClient,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    actor: str | None = None,
+    on_chunk: Callable[[ChunkResult], None] | None = None,
+) -> PushResult:
+    """Push a posted document chunk by chunk and decide its sync status."""
+    if not document.posted:
+        raise DocumentNotPosted(
+            f"document {document.number} is {document.state}: the service must not be called."
+        )
+    chunks = plan_chunks(document, chunk_size=chunk_size, actor=actor)
+    result = PushResult(
+        document=document.number,
+        document_type=document.type,
+        rows=len(document.rows),
+        chunks_total=len(chunks),
+        status=SyncStatus.SYNCED,
+    )
+    partial = False
+    for chunk in chunks:
+        outcome = ChunkResult(index=chunk.index, total=chunk.total, rows=chunk.rows)
+        try:
+            reply, outcome.attempts = client.send(chunk)
+        except RetriesExhausted as exc:
+            outcome.attempts = exc.attempts
+            outcome.status_code = exc.last.status if exc.last else None
+            outcome.message = "no answer"
+            result.chunks.append(outcome)
+            result.status = SyncStatus.UNCHANGED
+            result.reason = f"{exc}. Push the document again later."
+            _notify(on_chunk, outcome)
+            return result
+        outcome.status_code = reply.status
+        verdict = _evaluate(chunk, reply, outcome)
+        result.chunks.append(outcome)
+        _notify(on_chunk, outcome)
+        if verdict is SyncStatus.PARTIAL:
+            partial = True
+        elif verdict is not None:
+            result.status = verdict
+            result.reason = f"{chunk.label}: {outcome.message}; no further chunk was sent."
+            return result
+    if partial:
+        result.status = SyncStatus.PARTIAL
+        result.reason = (
+            f"{result.unknown_products} key(s) match no product of the shop; the service "
+            "keeps them as pending keys for staff."
+        )
+    return result
+
+
+def _notify(on_chunk: Callable[[ChunkResult], None] | None, outcome: ChunkResult) -> None:
+    if on_chunk is not None:
+        on_chunk(outcome)
+
+
+def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | None:
+    """What this chunk's reply means for the document: None to go on, or a status."""
+    data = _json(reply)
+    if reply.status == 200:
+        outcome.success = data.get("success") is True
+        outcome.products_received = _count(data.get("products_received"))
+        outcome.products_updated = _count(data.get("products_updated"))
+        outcome.unknown_products = _count(data.get("unknown_products"))
+        outcome.replayed = (reply.header("Idempotent-Replayed") or "").lower() == "true"
+        if not outcome.success:
+            outcome.message = str(data.get("message") or "the service answered success false")
+            return SyncStatus.FAILED
+        if outcome.unknown_products > 0:
+            return SyncStatus.PARTIAL
+        if outcome.products_updated < chunk.rows:
+            # Every row is either matched or unknown; fewer of both than sent is not "synced".
+            outcome.message = (
+                f"only {outcome.products_updated} of {chunk.rows} rows were matched to products"
+            )
+            return SyncStatus.PARTIAL
+        return None
+    outcome.success = False
+    problems = _problems(data)
+    if (
+        reply.status == 400
+        and chunk.method == "PUT"
+        and problems
+        and {p.get("type") for p in problems} <= UNKNOWN_KEY_TYPES
+    ):
+        outcome.unknown_products = 1
+        outcome.message = problems[0].get("type", "unknown_key")
+        return SyncStatus.PARTIAL
+    if reply.status in (401, 403):
+        outcome.message = f"the API key was refused ({_detail(data)})"
+        return SyncStatus.UNCHANGED
+    outcome.message = f"refused with HTTP {reply.status}: {_detail(data)}"
+    return SyncStatus.FAILED
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _problems(data: Any) -> list[dict[str, Any]]:
+    if isinstance(data, dict) and isinstance(data.get("detail"), list):
+        return [p for p in data["detail"] if isinstance(p, dict)]
+    return []
+
+
+def _detail(data: Any) -> str:
+    problems = _problems(data)
+    if problems:
+        shown = "; ".join(
+            f"{'.'.join(str(part) for part in p.get('loc', []))}: {p.get('msg', '')}"
+            for p in problems[:5]
+        )
+        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+        return shown + more
+    if isinstance(data, dict) and isinstance(data.get("detail"), str):
+        return data["detail"]
+    return "no detail"
