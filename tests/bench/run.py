@@ -1,0 +1,313 @@
+"""Benchmark: the service's own path against PostgreSQL's floor, in one process and one run.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python tests/bench/run.py
+
+The floor is what PostgreSQL itself needs for the same work: parse the same JSON and write the
+same rows with plain psycopg (COPY into a temporary table, one UPDATE ... FROM). The service's
+path goes through the whole Django stack (WSGI handler, middleware, authentication, parsing,
+validation, the sync service, rendering) with Django's test client. Both run in this process
+against the same database, so the noise of the machine affects both alike; compare ratios.
+
+`--quick` runs every scenario a couple of times on small data, without targets, so that CI
+keeps the benchmark working. The database named in DATABASE_URL is dropped and re-created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+ITEM_FIELDS = (
+    "stock_code",
+    "ean",
+    "status",
+    "shop_quantity",
+    "catalog_price",
+    "eshop_price",
+    "name",
+    "section_width_mm",
+    "aspect_ratio",
+    "rim_inch",
+    "tread_name",
+    "name_suffix",
+    "load_index",
+    "speed_index",
+    "special_marking",
+    "run_on_flat",
+    "brand",
+    "usage",
+    "season",
+    "on_promotion",
+    "on_clearance",
+    "dot_code",
+    "weight_kg",
+    "discontinued",
+    "eu_label",
+)
+
+
+def full_item(index: int, quantity: int) -> dict:
+    return {
+        "stock_code": f"BENCH-{index:06d}",
+        "ean": f"859{index:010d}",
+        "status": "active",
+        "shop_quantity": quantity,
+        "catalog_price": 120.5 + (quantity % 7),
+        "eshop_price": 99.9 + (quantity % 5),
+        "name": f"Winter Grip Performance 205/55 R16 91H XL item {index}",
+        "section_width_mm": "205",
+        "aspect_ratio": "55",
+        "rim_inch": "R16",
+        "tread_name": "Winter Grip Performance",
+        "name_suffix": "2026 edition, studless, extra load",
+        "load_index": "91",
+        "speed_index": "H",
+        "special_marking": "XL FR M+S 3PMSF",
+        "run_on_flat": False,
+        "brand": "Nordway",
+        "usage": "passenger",
+        "season": "winter",
+        "on_promotion": True,
+        "on_clearance": False,
+        "dot_code": "DOT 2426",
+        "weight_kg": 9.45,
+        "discontinued": False,
+        "eu_label": "C/B/71dB/A",
+    }
+
+
+def batch_body(size: int, quantity: int, *, unknown_share: float = 0.0, request_id=None) -> bytes:
+    unknown = int(size * unknown_share)
+    items = [full_item(i, quantity + i % 3) for i in range(size - unknown)]
+    items += [
+        {**full_item(900_000 + i, quantity), "stock_code": f"UNKNOWN-{i:06d}"}
+        for i in range(unknown)
+    ]
+    body = {"products": items, "request_id": request_id}
+    if request_id:
+        body["sync_context"] = {"source_type": "stock_receipt", "source_ref": request_id}
+    return json.dumps(body).encode()
+
+
+def measure(func: Callable[[int], None], runs: int, warmup: int = 1) -> list[float]:
+    for i in range(warmup):
+        func(-1 - i)
+    times = []
+    for i in range(runs):
+        gc.collect()
+        started = time.perf_counter()
+        func(i)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def fmt_ms(value: float) -> str:
+    return f"{value * 1000:8.1f} ms"
+
+
+def recreate_database(url: str) -> None:
+    import psycopg
+
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    if name in {"", "postgres", "test", "template0", "template1"}:
+        raise SystemExit(f"refusing to drop database {name!r}; name a database of its own")
+    admin = urlunparse(parsed._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small and fast, no targets")
+    parser.add_argument("--runs", type=int, default=None, help="timed runs per scenario")
+    args = parser.parse_args()
+
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
+    recreate_database(url)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    Bench(url, quick=args.quick, runs=args.runs).run()
+
+
+class Bench:
+    def __init__(self, url: str, *, quick: bool, runs: int | None):
+        import psycopg
+        from django.test import Client
+
+        from partner_api.keys import api_key_create
+
+        self.quick = quick
+        self.size = 200 if quick else 5000
+        self.runs = runs or (2 if quick else 15)
+        self.floor_conn = psycopg.connect(url, autocommit=False)
+        _, key = api_key_create(name="bench")
+        self.client = Client(HTTP_X_API_KEY=key)
+        self.rows: list[tuple[str, list[float], list[float] | None, float | None]] = []
+
+    # -- the floor -------------------------------------------------------------------------
+    def floor_batch(self, body: bytes) -> None:
+        data = json.loads(body)
+        conn = self.floor_conn
+        with conn.cursor() as cur:
+            cur.execute(
+                "CREATE TEMP TABLE bench_items ("
+                "stock_code text, ean text, status text, shop_quantity int, "
+                "catalog_price numeric, eshop_price numeric, name text, section_width_mm text, "
+                "aspect_ratio text, rim_inch text, tread_name text, name_suffix text, "
+                "load_index text, speed_index text, special_marking text, run_on_flat bool, "
+                "brand text, usage text, season text, on_promotion bool, on_clearance bool, "
+                "dot_code text, weight_kg numeric, discontinued bool, eu_label text"
+                ") ON COMMIT DROP"
+            )
+            columns = ", ".join(ITEM_FIELDS)
+            with cur.copy(f"COPY bench_items ({columns}) FROM STDIN") as copy:
+                for item in data["products"]:
+                    copy.write_row([item.get(name) for name in ITEM_FIELDS])
+            assignments = ", ".join(f"{name} = t.{name}" for name in ITEM_FIELDS[2:])
+            cur.execute(
+                f"UPDATE catalog_product p SET {assignments}, updated_at = now() "
+                "FROM bench_items t WHERE p.stock_code = t.stock_code AND p.ean = t.ean"
+            )
+        conn.commit()
+
+    # -- the service -------------------------------------------------------------------------
+    def post_batch(self, body: bytes) -> dict:
+        response = self.client.post(
+            "/api/v1/partner/products/sync", body, content_type="application/json"
+        )
+        if response.status_code != 200:
+            raise SystemExit(f"batch failed: {response.status_code} {response.content[:500]!r}")
+        return response.json()
+
+    def seed_products(self) -> None:
+        from catalog.models import Product
+        from catalog.services import products_import
+        from catalog.schemas import ProductItem
+
+        Product.objects.all().delete()
+        items = [ProductItem.model_validate(full_item(i, 1)) for i in range(self.size)]
+        products_import(items=items)
+
+    def record(self, name, service, floor=None, note=None) -> None:
+        self.rows.append((name, service, floor, note))
+
+    def run(self) -> None:
+        self.seed_products()
+        size, runs = self.size, self.runs
+        print(f"# items per batch: {size}, timed runs per scenario: {runs}", flush=True)
+        bodies = {q: batch_body(size, q) for q in range(-4, runs + 1)}
+        print(f"# body size: {len(bodies[0]) / 1e6:.2f} MB", flush=True)
+
+        floor = measure(lambda i: self.floor_batch(bodies[i]), runs)
+        self.record("floor: COPY + UPDATE ... FROM", floor)
+
+        changed = measure(lambda i: self.post_batch(bodies[i]), runs)
+        self.record(f"batch {size}, every item changes", changed, floor)
+
+        same = bodies[0]
+        self.post_batch(same)
+        unchanged = measure(lambda i: self.post_batch(same), runs)
+        self.record(f"batch {size}, nothing changes", unchanged, floor)
+
+        unknown_bodies = {
+            q: batch_body(size, 100 + q, unknown_share=0.1) for q in range(-4, runs + 1)
+        }
+        unknown = measure(lambda i: self.post_batch(unknown_bodies[i]), runs)
+        self.record(f"batch {size}, 10% unknown keys", unknown, floor)
+
+        replay_body = batch_body(size, 500, unknown_share=0.1, request_id="BENCH-REPLAY")
+        first = self.post_batch(replay_body)
+        assert first["success"], first
+
+        def replay(_: int) -> None:
+            response = self.client.post(
+                "/api/v1/partner/products/sync", replay_body, content_type="application/json"
+            )
+            assert response.headers.get("Idempotent-Replayed") == "true", response.headers
+
+        replays = measure(replay, runs)
+        self.record(f"batch {size}, idempotent replay", replays, floor)
+
+        def single(i: int) -> None:
+            item = full_item(i % size, 1000 + i)
+            response = self.client.put(
+                "/api/v1/partner/products/item",
+                json.dumps(item),
+                content_type="application/json",
+            )
+            assert response.status_code == 200, response.content
+
+        singles = measure(single, runs * 10, warmup=5)
+        self.record("single-item sync", singles)
+
+        self.bench_orders()
+        self.memory(bodies)
+        self.report()
+
+    def bench_orders(self) -> None:
+        try:
+            from tests.bench.orders import OrdersBench
+        except ImportError:
+            return
+        OrdersBench(self).run()
+
+    def memory(self, bodies) -> None:
+        body = batch_body(self.size, 7777)
+        gc.collect()
+        tracemalloc.start()
+        self.post_batch(body)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        self.memory_peak = peak
+
+    def report(self) -> None:
+        print()
+        print(
+            f"{'scenario':44} {'median':>11} {'p95':>11} {'x floor (median)':>18} {'x floor (p95)':>14}"
+        )
+        for name, service, floor, _ in self.rows:
+            median, tail = statistics.median(service), p95(service)
+            ratio = ratio95 = ""
+            if floor:
+                ratio = f"{median / statistics.median(floor):.2f}"
+                ratio95 = f"{tail / p95(floor):.2f}"
+            print(f"{name:44} {fmt_ms(median):>11} {fmt_ms(tail):>11} {ratio:>18} {ratio95:>14}")
+        for line in getattr(self, "extra_lines", []):
+            print(line)
+        print(
+            f"peak Python memory added by one {self.size}-item batch (tracemalloc): "
+            f"{self.memory_peak / 1e6:.1f} MB"
+        )
+
+
+if __name__ == "__main__":
+    main()
