@@ -1,0 +1,25 @@
+from django.contrib import admin
+
+from plants.models import Plant, Tag
+
+
+@admin.register(Tag)
+class TagAdmin(admin.ModelAdmin):
+    list_display = ("name",)
+    search_fields = ("name",)
+
+
+@admin.register(Plant)
+class PlantAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "category", "status", "tag_list", "updated_at")
+    list_filter = ("status", "category", "tags")
+    search_fields = ("name", "category", "tags__name")
+    autocomplete_fields = ("tags",)
+    readonly_fields = ("created_at", "updated_at")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("tags")
+
+    @admin.display(description="tags")
+    def tag_list(self, plant: Plant) -> str:
+        return ", ".join(plant.tag_names())

@@ -1,0 +1,121 @@
+"""Writes of the plant catalogue: the plant operation and the import command call these."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.management.color import no_style
+from django.db import connection, transaction
+
+from plants.models import Plant, Tag
+from plants.schemas import PlantRecord
+
+
+class PlantNotFound(Exception):
+    """No plant has the id asked for."""
+
+    def __init__(self, plant_id: int):
+        super().__init__(f"Plant not found: {plant_id}")
+        self.plant_id = plant_id
+
+
+class PlantsRefused(Exception):
+    """The records break a rule; nothing was applied. Each problem names its record's index."""
+
+    def __init__(self, problems: list[tuple[int, str]]):
+        super().__init__("; ".join(f"item {index}: {msg}" for index, msg in problems))
+        self.problems = problems
+
+
+def _tags(names: Iterable[str]) -> list[Tag]:
+    """The tags of these names, created where missing."""
+    wanted = set(names)
+    if not wanted:
+        return []
+    # ON CONFLICT DO NOTHING: two writers adding the same new tag at once both succeed
+    # instead of one failing on the unique name.
+    Tag.objects.bulk_create([Tag(name=name) for name in sorted(wanted)], ignore_conflicts=True)
+    return list(Tag.objects.filter(name__in=wanted))
+
+
+def _apply(plant: Plant, changes: dict[str, Any]) -> None:
+    tags = changes.pop("tags", None)
+    for name, value in changes.items():
+        setattr(plant, name, value)
+    plant.save()
+    if tags is not None:
+        plant.tags.set(_tags(tags))
+
+
+def plant_update(
+    *,
+    plant_id: int,
+    name: str | None = None,
+    category: str | None = None,
+    status: str | None = None,
+    tags: Sequence[str] | None = None,
+) -> Plant:
+    """Set the values given (None leaves a field as it is); tags replace the plant's tags."""
+    changes = {
+        key: value
+        for key, value in {
+            "name": name,
+            "category": category,
+            "status": status,
+            "tags": tags,
+        }.items()
+        if value is not None
+    }
+    with transaction.atomic():
+        plant = Plant.objects.select_for_update().filter(pk=plant_id).first()
+        if plant is None:
+            raise PlantNotFound(plant_id)
+        _apply(plant, changes)
+    return Plant.objects.prefetch_related("tags").get(pk=plant.pk)
+
+
+def plants_import(*, records: Sequence[PlantRecord]) -> list[Plant]:
+    """Create or update plants from a file, all or nothing; returns them in the file's order.
+
+    A record with an id updates that plant, or creates it with that id when there is none; a
+    record without an id creates a new plant. A new plant needs a name.
+    """
+    counts = Counter(record.id for record in records if record.id is not None)
+    problems = [
+        (index, f"id {record.id} appears more than once in the file")
+        for index, record in enumerate(records)
+        if record.id is not None and counts[record.id] > 1
+    ]
+    with transaction.atomic():
+        existing = Plant.objects.select_for_update().in_bulk(list(counts))
+        problems.extend(
+            (index, "a new plant needs a name")
+            for index, record in enumerate(records)
+            if record.name is None and record.id not in existing
+        )
+        if problems:
+            raise PlantsRefused(sorted(problems))
+        plants = []
+        created_with_id = False
+        for record in records:
+            plant = existing.get(record.id) if record.id is not None else None
+            if plant is None:
+                plant = Plant(pk=record.id)
+                created_with_id = created_with_id or record.id is not None
+            _apply(plant, record.changes())
+            plants.append(plant)
+        if created_with_id:
+            _reset_id_sequence()
+    return plants
+
+
+def _reset_id_sequence() -> None:
+    # PostgreSQL's id sequence does not move for rows inserted with an explicit id; the next
+    # plant created without one would collide with them.
+    statements = connection.ops.sequence_reset_sql(no_style(), [Plant])
+    if statements:
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
