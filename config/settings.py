@@ -5,6 +5,7 @@ configuration; production sets them through the environment (see README, "Config
 """
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -199,8 +200,40 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "partner_api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_THROTTLE_CLASSES": ["partner_api.throttling.ApiKeyRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api_key": os.environ.get("API_KEY_THROTTLE_RATE") or None},
 }
+# Per-key throttling, off when unset: "<requests>/<s|min|hour|day>", e.g. "600/min".
+API_KEY_THROTTLE_RATE = os.environ.get("API_KEY_THROTTLE_RATE", "").strip() or None
+if API_KEY_THROTTLE_RATE and not re.fullmatch(
+    r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", API_KEY_THROTTLE_RATE
+):
+    raise ImproperlyConfigured(
+        f"API_KEY_THROTTLE_RATE must look like '600/min', got {API_KEY_THROTTLE_RATE!r}"
+    )
+
+# ------------------------------------------------------------------------------
+# Cache (throttling counters)
+# ------------------------------------------------------------------------------
+# Local memory when CACHE_URL is unset: each worker process counts on its own. Several workers
+# or app servers share counters through the database ("db://<table>", after
+# `manage.py createcachetable`) or Redis ("redis://host:6379/0", needs the redis package).
+CACHE_URL = os.environ.get("CACHE_URL", "").strip()
+if not CACHE_URL or CACHE_URL.startswith("locmem://"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+elif CACHE_URL.startswith("db://"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": CACHE_URL.removeprefix("db://") or "django_cache",
+        }
+    }
+elif CACHE_URL.startswith(("redis://", "rediss://")):
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    }
+else:
+    raise ImproperlyConfigured("CACHE_URL must start with locmem://, db:// or redis://")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Stock synchronization and order exchange",
@@ -232,6 +265,8 @@ CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
 SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# A load balancer's plain-HTTP health check must not be redirected to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^healthz/?$"]
 if env_bool("DJANGO_BEHIND_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

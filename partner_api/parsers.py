@@ -1,4 +1,5 @@
 import json
+import re
 
 from django.conf import settings
 from rest_framework import exceptions, parsers, status
@@ -29,6 +30,28 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# An escape of a UTF-16 surrogate; only a correctly paired one makes a valid character.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    # Iterative: the value may be nested as deeply as the parser allowed.
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            try:
+                current.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(current, dict):
+            stack.extend(current.keys())
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return False
+
+
 def parse_json(raw: bytes) -> object:
     """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting."""
     try:
@@ -36,7 +59,7 @@ def parse_json(raw: bytes) -> object:
     except UnicodeDecodeError as exc:
         raise exceptions.ParseError(f"JSON parse error - body is not UTF-8: {exc.reason}") from None
     try:
-        return json.loads(
+        data = json.loads(
             text,
             object_pairs_hook=_object_without_duplicates,
             parse_constant=_refuse_constant,
@@ -45,6 +68,10 @@ def parse_json(raw: bytes) -> object:
         raise exceptions.ParseError("JSON parse error - nested too deeply") from None
     except ValueError as exc:
         raise exceptions.ParseError(f"JSON parse error - {exc}") from None
+    # A lone surrogate cannot be stored (PostgreSQL, SQLite), logged or echoed as UTF-8.
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(data):
+        raise exceptions.ParseError("JSON parse error - string with a lone UTF-16 surrogate")
+    return data
 
 
 class StrictJSONParser(parsers.JSONParser):

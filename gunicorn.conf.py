@@ -1,0 +1,51 @@
+"""gunicorn settings for production: `gunicorn -c gunicorn.conf.py config.wsgi`.
+
+Every value can be overridden from the environment (the names are below) or on the command
+line. docs/DEPLOYMENT.md explains how the numbers relate to PostgreSQL's connection limit.
+"""
+
+import multiprocessing
+import os
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{_int('PORT', 8000)}"
+
+# Synchronous workers: a request is a short database transaction, and each worker holds at most
+# one PostgreSQL connection, so workers x app servers must stay under max_connections.
+workers = _int("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8))
+worker_class = "sync"
+
+# A 5000-item batch takes a few seconds; waiting for row locks of an overlapping batch can add
+# as much again. A worker is only killed when it is clearly stuck: its transaction is then
+# rolled back by PostgreSQL, so nothing is left half-applied.
+timeout = _int("GUNICORN_TIMEOUT", 120)
+# On a restart (deploy, SIGHUP) a running batch gets this long to finish before it is cut.
+graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 60)
+# Must be shorter than the load balancer's idle timeout, or it may reuse a closed connection.
+keepalive = _int("GUNICORN_KEEPALIVE", 5)
+
+# Recycle workers now and then so that slow leaks cannot accumulate; jitter keeps them from all
+# restarting at once.
+max_requests = _int("GUNICORN_MAX_REQUESTS", 2000)
+max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 200)
+
+# Load the application once in the master: a configuration error stops the start at once
+# instead of making every worker crash in a loop. Django opens no connection at import.
+preload_app = True
+
+# Workers' heartbeat files in memory: a slow or full disk must not get healthy workers killed.
+if os.path.isdir("/dev/shm"):
+    worker_tmp_dir = "/dev/shm"
+
+# Trust X-Forwarded-* only from the load balancer (comma-separated addresses).
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+# The application writes one log line per request itself; gunicorn's access log is optional.
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
