@@ -79,6 +79,8 @@ class SyncOutcome:
     response: dict[str, Any]
     replayed: bool = False
     audit_id: int | None = None
+    # A single item with an unknown or ambiguous key: recorded and audited, then refused.
+    refusal: Problem | None = None
 
 
 @dataclass
@@ -220,7 +222,11 @@ def products_sync(
                 started=started,
             )
 
-    return run_with_retry(attempt)
+    outcome = run_with_retry(attempt)
+    if outcome.refusal is not None:
+        # Raised only after the commit: the pending key and the audit row must survive.
+        raise ItemsRefused([outcome.refusal], audited=True)
+    return outcome
 
 
 def _products_sync(
@@ -288,7 +294,7 @@ def _products_sync(
             error_summary=problem.msg,
             **audit_fields,
         )
-        raise ItemsRefused([problem], audited=True)
+        return SyncOutcome(response={}, audit_id=audit.pk, refusal=problem)
 
     updates, history = _changes(resolution.matched, now=now)
     unknown = len(resolution.unresolved)

@@ -27,7 +27,9 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if key is None:
             return None
         key = key.strip()
-        if not key or len(key) > 200:
+        # Keys are printable ASCII; anything else (a NUL byte would break a PostgreSQL query)
+        # cannot be a key and is refused before it reaches the database.
+        if not key or len(key) > 200 or not (key.isascii() and key.isprintable()):
             raise exceptions.AuthenticationFailed("Invalid API key.")
         try:
             api_key = APIKey.objects.get_from_key(key)

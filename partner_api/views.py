@@ -9,7 +9,7 @@ import pydantic
 from django.db import DatabaseError, connection
 from django.http import JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import permissions
+from rest_framework import exceptions, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -76,6 +76,11 @@ class SyncView(APIView):
         super().initial(request, *args, **kwargs)
 
     def sync(self, request) -> Response:
+        if request.stream is None:
+            # DRF reads an empty body as {} without asking a parser; it is not a JSON document.
+            if request.content_type.split(";")[0].strip() != "application/json":
+                raise exceptions.UnsupportedMediaType(request.content_type)
+            raise exceptions.ParseError("JSON parse error - the body is empty")
         data = request.data
         self._note_request_id(data)
         problems: list[Problem] = []

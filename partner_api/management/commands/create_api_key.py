@@ -31,7 +31,8 @@ class Command(BaseCommand):
             api_key, key = api_key_create(name=name, expiry_date=expiry)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        self.stderr.write(
+        # Scripts take the last line of the output: the key stands there alone.
+        self.stdout.write(
             f"Created API key {api_key.name!r} (prefix {api_key.prefix})"
             + (f", expires {expiry:%Y-%m-%d %H:%M} UTC" if expiry else "")
             + ". Store it now: it is not shown again."
