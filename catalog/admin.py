@@ -1,0 +1,411 @@
+"""The staff back-office: products and their history, pending keys, sync audits, the pause switch."""
+
+import json
+
+import pydantic
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
+
+from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, SyncControl
+from catalog.pending import (
+    pending_create_products,
+    pending_dismiss,
+    pending_resolve_for_products,
+)
+from catalog.services import sync_pause_set
+
+# The partner system owns these: a sync overwrites them, so staff must not edit them by hand.
+ERP_FIELDS = ("stock_code", "ean", "status", "shop_quantity", "catalog_price", "eshop_price")
+HISTORY_ON_PAGE = 50
+
+
+def _admin_link(obj, label=None) -> str:
+    if obj is None:
+        return "-"
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=(obj.pk,))
+    return format_html('<a href="{}">{}</a>', url, label if label is not None else obj)
+
+
+def _changelist_url(model, **filters) -> str:
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    query = "&".join(f"{key}={value}" for key, value in filters.items())
+    return f"{url}?{query}" if query else url
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records of what happened: nobody adds, changes or deletes them in the admin."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Product)
+class ProductAdmin(admin.ModelAdmin):
+    list_display = (
+        "stock_code",
+        "ean",
+        "name",
+        "brand",
+        "season",
+        "status",
+        "shop_quantity",
+        "eshop_price",
+        "on_promotion",
+        "discontinued",
+        "updated_at",
+    )
+    list_display_links = ("stock_code", "ean")
+    search_fields = ("stock_code", "ean", "name", "brand")
+    list_filter = ("brand", "season", "status", "discontinued", "on_promotion")
+    ordering = ("stock_code", "ean")
+    fieldsets = (
+        (None, {"fields": ERP_FIELDS}),
+        (
+            "Catalogue",
+            {
+                "fields": (
+                    "name",
+                    "name_suffix",
+                    "brand",
+                    "tread_name",
+                    ("section_width_mm", "aspect_ratio", "rim_inch"),
+                    ("load_index", "speed_index"),
+                    "special_marking",
+                    "usage",
+                    "season",
+                    ("run_on_flat", "on_promotion", "on_clearance", "discontinued"),
+                    "dot_code",
+                    "weight_kg",
+                    "eu_label",
+                )
+            },
+        ),
+    )
+    history_fieldset = (
+        "History",
+        {
+            "description": "Changes of quantity, prices and status, newest first.",
+            "fields": ("created_at", "updated_at", "history_table"),
+        },
+    )
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return self.fieldsets
+        return (*self.fieldsets, self.history_fieldset)
+
+    def get_readonly_fields(self, request, obj=None):
+        # A new product needs its key and first values; after that the partner system owns them.
+        if obj is None:
+            return ()
+        return (*ERP_FIELDS, "created_at", "updated_at", "history_table")
+
+    @admin.display(description="History")
+    def history_table(self, obj: Product) -> str:
+        rows = list(
+            obj.history.select_related("audit").order_by("-changed_at", "-id")[:HISTORY_ON_PAGE]
+        )
+        if not rows:
+            return "No changes recorded yet."
+        total = obj.history.count()
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    row.changed_at.strftime("%Y-%m-%d %H:%M:%S"),
+                    row.get_field_display(),
+                    row.old_value if row.old_value is not None else "-",
+                    row.new_value if row.new_value is not None else "-",
+                    row.source,
+                    _admin_link(row.audit, _audit_label(row.audit)) if row.audit else "-",
+                )
+                for row in rows
+            ),
+        )
+        return format_html(
+            '<table class="product-history"><thead><tr><th>When</th><th>Field</th><th>Old</th>'
+            "<th>New</th><th>Source</th><th>Sync audit</th></tr></thead><tbody>{}</tbody>"
+            '</table><p><a href="{}">All {} changes</a></p>',
+            body,
+            _changelist_url(ProductHistory, product__id__exact=obj.pk),
+            total,
+        )
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change:
+            return
+        resolved = pending_resolve_for_products(products=[obj], by=request.user.get_username())
+        if resolved:
+            obj.refresh_from_db()
+            self.message_user(
+                request,
+                f"Resolved {resolved} pending key(s) for this product; their last quantity "
+                "and prices were applied unless newer ones were.",
+                messages.INFO,
+            )
+
+
+def _audit_label(audit: SyncAudit | None) -> str:
+    if audit is None:
+        return "-"
+    return f"#{audit.pk} {audit.request_id or ''}".strip()
+
+
+@admin.register(PendingProduct)
+class PendingProductAdmin(admin.ModelAdmin):
+    list_display = (
+        "stock_code",
+        "ean",
+        "reason",
+        "state",
+        "times_seen",
+        "first_seen",
+        "last_seen",
+        "last_request_id",
+        "resolved_product_link",
+    )
+    list_filter = ("state", "reason", "last_seen")
+    search_fields = ("stock_code", "ean", "last_request_id")
+    list_select_related = ("resolved_product",)
+    ordering = ("-last_seen",)
+    actions = ("create_products", "dismiss")
+    fields = (
+        ("stock_code", "ean"),
+        ("reason", "state"),
+        "times_seen",
+        ("first_seen", "last_seen"),
+        "last_request_id",
+        "payload_pretty",
+        ("resolved_product_link", "resolved_at", "resolved_by"),
+    )
+    readonly_fields = (
+        "stock_code",
+        "ean",
+        "reason",
+        "state",
+        "times_seen",
+        "first_seen",
+        "last_seen",
+        "last_request_id",
+        "payload_pretty",
+        "resolved_product_link",
+        "resolved_at",
+        "resolved_by",
+    )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # Pending keys change only through the actions below.
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_resolve_permission(self, request) -> bool:
+        return request.user.has_perm("catalog.change_pendingproduct")
+
+    def has_create_products_permission(self, request) -> bool:
+        return self.has_resolve_permission(request) and request.user.has_perm("catalog.add_product")
+
+    @admin.display(description="Last payload")
+    def payload_pretty(self, obj: PendingProduct) -> str:
+        text = json.dumps(obj.payload, indent=2, ensure_ascii=False, sort_keys=True)
+        return format_html('<pre class="pending-payload">{}</pre>', text)
+
+    @admin.display(description="Resolved product")
+    def resolved_product_link(self, obj: PendingProduct) -> str:
+        return _admin_link(obj.resolved_product)
+
+    @admin.action(
+        description="Create products from the selected pending keys",
+        permissions=("create_products",),
+    )
+    def create_products(self, request, queryset):
+        result = pending_create_products(
+            pending_ids=list(queryset.values_list("pk", flat=True)),
+            by=request.user.get_username(),
+        )
+        if result.created:
+            links = format_html_join(", ", "{}", ((_admin_link(p),) for p in result.created))
+            self.message_user(
+                request,
+                format_html("Created {} product(s): {}", len(result.created), links),
+                messages.SUCCESS,
+            )
+        if result.resolved:
+            self.message_user(
+                request,
+                f"{result.resolved} pending key(s) already had a product and were resolved.",
+                messages.INFO,
+            )
+        for reason in result.skipped:
+            self.message_user(request, f"Skipped {reason}", messages.WARNING)
+        if not (result.created or result.resolved or result.skipped):
+            self.message_user(request, "No open pending keys were selected.", messages.WARNING)
+
+    @admin.action(description="Dismiss the selected pending keys", permissions=("resolve",))
+    def dismiss(self, request, queryset):
+        count = pending_dismiss(
+            pending_ids=list(queryset.values_list("pk", flat=True)),
+            by=request.user.get_username(),
+        )
+        self.message_user(request, f"Dismissed {count} pending key(s).", messages.SUCCESS)
+
+
+@admin.register(SyncAudit)
+class SyncAuditAdmin(ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "endpoint",
+        "outcome",
+        "status_code",
+        "request_id",
+        "source_type",
+        "source_ref",
+        "api_key_name",
+        "products_received",
+        "products_updated",
+        "unknown_products",
+        "duration_ms",
+        "history_link",
+    )
+    list_filter = ("outcome", "endpoint", "source_type", "created_at")
+    search_fields = ("request_id", "source_ref")
+    date_hierarchy = "created_at"
+    readonly_fields = ("history_link",)
+    fields = (
+        ("created_at", "duration_ms"),
+        ("endpoint", "outcome", "status_code"),
+        "api_key_name",
+        "request_id",
+        ("source_type", "source_ref"),
+        "actor",
+        "note",
+        ("products_received", "products_updated", "unknown_products"),
+        "error_summary",
+        "history_link",
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(history_count=Count("history"))
+
+    @admin.display(description="History rows", ordering="history_count")
+    def history_link(self, obj: SyncAudit) -> str:
+        count = getattr(obj, "history_count", None)
+        if count is None:
+            count = obj.history.count()
+        if not count:
+            return "0"
+        return format_html(
+            '<a href="{}">{} change(s)</a>',
+            _changelist_url(ProductHistory, audit__id__exact=obj.pk),
+            count,
+        )
+
+
+@admin.register(ProductHistory)
+class ProductHistoryAdmin(ReadOnlyAdmin):
+    list_display = (
+        "changed_at",
+        "product_link",
+        "field",
+        "old_value",
+        "new_value",
+        "source",
+        "audit_link",
+    )
+    list_filter = ("field", "source", "changed_at")
+    search_fields = ("product__stock_code", "product__ean", "audit__request_id")
+    list_select_related = ("product", "audit")
+    date_hierarchy = "changed_at"
+    fields = (
+        "changed_at",
+        "product_link",
+        "field",
+        ("old_value", "new_value"),
+        "source",
+        "audit_link",
+    )
+    readonly_fields = ("product_link", "audit_link")
+
+    @admin.display(description="Product", ordering="product__stock_code")
+    def product_link(self, obj: ProductHistory) -> str:
+        return _admin_link(obj.product)
+
+    @admin.display(description="Sync audit")
+    def audit_link(self, obj: ProductHistory) -> str:
+        return _admin_link(obj.audit, _audit_label(obj.audit)) if obj.audit_id else "-"
+
+
+class PauseForm(pydantic.BaseModel):
+    """The dashboard's pause switch as posted."""
+
+    paused: bool
+    reason: str = pydantic.Field(default="", max_length=255)
+
+
+@admin.register(SyncControl)
+class SyncControlAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "reason", "changed_by", "changed_at")
+    fields = ("paused", "reason", "changed_by", "changed_at")
+    readonly_fields = ("changed_by", "changed_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change):
+        # Through the service, so every switch records who flipped it and when.
+        sync_pause_set(paused=obj.paused, reason=obj.reason or "", by=request.user.get_username())
+
+    def get_urls(self):
+        return [
+            path(
+                "switch/",
+                self.admin_site.admin_view(require_POST(self.switch_view)),
+                name="catalog_synccontrol_switch",
+            ),
+            *super().get_urls(),
+        ]
+
+    def switch_view(self, request):
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        try:
+            form = PauseForm.model_validate(request.POST.dict())
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+            )
+            self.message_user(request, f"The switch was not changed: {problems}", messages.ERROR)
+        else:
+            sync_pause_set(
+                paused=form.paused, reason=form.reason.strip(), by=request.user.get_username()
+            )
+            self.message_user(
+                request,
+                "Synchronization is paused: the API applies nothing until it is resumed."
+                if form.paused
+                else "Synchronization is running again.",
+                messages.WARNING if form.paused else messages.SUCCESS,
+            )
+        return HttpResponseRedirect(reverse("admin:index"))
