@@ -201,4 +201,5 @@ def _progress_bar(total: int, number: str, stream: TextIO):
         from tqdm import tqdm
     except ImportError:  # the connector still works without it, only without a bar
         return None
-    return tqdm(total=total, desc=number, unit="row", file=stream, leave=False)
+    # One update per chunk: no need to throttle redraws.
+    return tqdm(total=total, desc=number, unit="row", file=stream, leave=False, mininterval=0)

@@ -1,0 +1,121 @@
+"""A fake transport that answers like the service, so the connector's rules run without it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from connector.transport import Reply, TransportError
+
+
+@dataclass
+class Sent:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return json.loads(self.body)
+
+
+@dataclass
+class FakeService:
+    """Answers sync requests from a set of known stock codes.
+
+    `script` lists what to do before answering normally, one entry per request: a
+    TransportError to raise, an int status to answer with an error body, or a Reply.
+    """
+
+    known: set[str] = field(default_factory=set)
+    paused: bool = False
+    script: list[Any] = field(default_factory=list)
+    sent: list[Sent] = field(default_factory=list)
+    applied: dict[bytes, dict[str, Any]] = field(default_factory=dict)
+
+    def request(
+        self, method: str, url: str, *, headers: dict[str, str], body: bytes, timeout: float
+    ) -> Reply:
+        self.sent.append(Sent(method=method, url=url, headers=dict(headers), body=body))
+        if self.script:
+            step = self.script.pop(0)
+            if isinstance(step, Exception):
+                raise step
+            if isinstance(step, Reply):
+                return step
+            if isinstance(step, int):
+                return _json_reply(step, {"detail": f"HTTP {step}"})
+            if step == "apply-and-lose":
+                self._answer(method, body)
+                raise TransportError("RemoteDisconnected: Remote end closed connection")
+        return self._answer(method, body)
+
+    def _answer(self, method: str, body: bytes) -> Reply:
+        data = json.loads(body)
+        items = [data] if method == "PUT" else data["products"]
+        base = {"products_received": len(items), "request_id": data.get("request_id")}
+        if self.paused:
+            return _json_reply(
+                200,
+                {
+                    **base,
+                    "success": False,
+                    "products_updated": 0,
+                    "unknown_products": 0,
+                    "message": "Synchronization is paused by staff",
+                },
+            )
+        if body in self.applied:
+            return _json_reply(200, self.applied[body], {"Idempotent-Replayed": "true"})
+        unknown = sum(1 for item in items if item["stock_code"] not in self.known)
+        if method == "PUT" and unknown:
+            return _json_reply(
+                400,
+                {"detail": [{"loc": ["stock_code"], "msg": "No product", "type": "unknown_key"}]},
+            )
+        response = {
+            **base,
+            "success": True,
+            "products_updated": len(items) - unknown,
+            "unknown_products": unknown,
+        }
+        self.applied[body] = response
+        return _json_reply(200, response)
+
+
+def _json_reply(status: int, data: Any, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(
+        status=status,
+        body=json.dumps(data).encode(),
+        headers={
+            "content-type": "application/json",
+            **{k.lower(): v for k, v in (headers or {}).items()},
+        },
+    )
+
+
+def rows(count: int, *, prefix: str = "SC", start: int = 0) -> list[dict[str, Any]]:
+    return [
+        {
+            "stock_code": f"{prefix}-{index:05d}",
+            "ean": f"859{index:010d}",
+            "status": "active",
+            "shop_quantity": index % 7,
+            "catalog_price": 100,
+            "eshop_price": 89.5,
+        }
+        for index in range(start, start + count)
+    ]
+
+
+def document(
+    count: int = 3,
+    *,
+    number: str = "PR-2026-0001",
+    type: str = "receipt",
+    state: str = "posted",
+    **kwargs,
+) -> dict[str, Any]:
+    return {"number": number, "type": type, "state": state, "rows": rows(count, **kwargs)}
