@@ -1,0 +1,93 @@
+from django.db import models
+from django.utils import timezone
+
+ORDER_NUMBER_MAX_LENGTH = 64
+ORDER_STATUS_MAX_LENGTH = 32
+PARTNER_REFERENCE_MAX_LENGTH = 64
+NAME_MAX_LENGTH = 255
+EMAIL_MAX_LENGTH = 254
+TEXT_MAX_LENGTH = 128
+ADDRESS_MAX_LENGTH = 255
+STOCK_CODE_MAX_LENGTH = 64
+EAN_MAX_LENGTH = 32
+CURRENCY_MAX_LENGTH = 3
+DEFAULT_CURRENCY = "EUR"
+MONEY_MAX_DIGITS = 14
+MONEY_DECIMAL_PLACES = 4
+
+
+def _money(**kwargs) -> models.DecimalField:
+    return models.DecimalField(
+        max_digits=MONEY_MAX_DIGITS, decimal_places=MONEY_DECIMAL_PLACES, **kwargs
+    )
+
+
+class Order(models.Model):
+    """A shop order; the partner system sees it only while it has a partner sync status."""
+
+    class PartnerStatus(models.TextChoices):
+        PENDING_PARTNER = "pending_partner", "Pending partner"
+        ACKNOWLEDGED = "acknowledged", "Acknowledged"
+
+    order_number = models.CharField(max_length=ORDER_NUMBER_MAX_LENGTH, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    status = models.CharField(max_length=ORDER_STATUS_MAX_LENGTH)
+    customer_name = models.CharField(max_length=NAME_MAX_LENGTH)
+    customer_email = models.CharField(max_length=EMAIL_MAX_LENGTH)
+    customer_phone = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    customer_ico = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="customer IČO"
+    )
+    customer_dic = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="customer DIČ"
+    )
+    customer_address = models.CharField(max_length=ADDRESS_MAX_LENGTH, null=True, blank=True)
+    customer_city = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    customer_zip_code = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    subtotal = _money()
+    vat_total = _money(verbose_name="VAT total")
+    total = _money()
+    currency = models.CharField(max_length=CURRENCY_MAX_LENGTH, default=DEFAULT_CURRENCY)
+    # Null: not the partner's (a legacy import or an order handled elsewhere).
+    partner_sync_status = models.CharField(
+        max_length=16, choices=PartnerStatus.choices, null=True, blank=True
+    )
+    partner_reference = models.CharField(
+        max_length=PARTNER_REFERENCE_MAX_LENGTH, null=True, blank=True
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    # Who last changed the partner sync status by hand (admin), and when.
+    partner_status_changed_by = models.CharField(max_length=150, blank=True, default="")
+    partner_status_changed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = (
+            # The partner's poll: one status (or two), created_at >= since, ordered by
+            # (created_at, id).
+            models.Index(
+                fields=("partner_sync_status", "created_at", "id"), name="orders_partner_poll"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return self.order_number
+
+
+class OrderItem(models.Model):
+    """One line of an order; the partner system identifies the product by ean + stock_code."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="items")
+    name = models.CharField(max_length=NAME_MAX_LENGTH)
+    quantity = models.IntegerField()
+    unit_price = _money()
+    total = _money()
+    ean = models.CharField(max_length=EAN_MAX_LENGTH, null=True, blank=True, verbose_name="EAN")
+    stock_code = models.CharField(max_length=STOCK_CODE_MAX_LENGTH, null=True, blank=True)
+
+    class Meta:
+        ordering = ("order", "id")
+        verbose_name = "order item"
+
+    def __str__(self) -> str:
+        return f"{self.quantity} × {self.name}"

@@ -1,0 +1,161 @@
+"""Reads of orders: the partner's poll, one order as the partner sees it, the dashboard summary.
+
+The partner records are built as plain dicts from two queries (orders, then their items)
+whatever the number of orders: a poll of a thousand orders must not cost a thousand queries
+or a thousand model instances.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Min
+from django.utils import timezone
+
+from orders.models import Order, OrderItem
+
+PartnerStatus = Order.PartnerStatus
+# The poll's filter value meaning "pending_partner and acknowledged".
+PARTNER_STATUS_ALL = "all"
+POLL_FILTERS = (PartnerStatus.PENDING_PARTNER.value, PartnerStatus.ACKNOWLEDGED.value, "all")
+
+_ORDER_COLUMNS = (
+    "id",
+    "order_number",
+    "created_at",
+    "status",
+    "customer_name",
+    "customer_email",
+    "customer_phone",
+    "customer_ico",
+    "customer_dic",
+    "customer_address",
+    "customer_city",
+    "customer_zip_code",
+    "subtotal",
+    "vat_total",
+    "total",
+    "currency",
+    "partner_sync_status",
+    "partner_reference",
+)
+_ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "stock_code")
+# Far below every database's limit on query parameters; a larger poll costs one more query
+# per chunk.
+_ITEM_QUERY_CHUNK = 10_000
+
+
+def orders_for_partner(
+    *, partner_status: str = PartnerStatus.PENDING_PARTNER, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The partner's orders in `partner_status` created at or after `since`, oldest first."""
+    if partner_status == PARTNER_STATUS_ALL:
+        statuses = [PartnerStatus.PENDING_PARTNER, PartnerStatus.ACKNOWLEDGED]
+    else:
+        statuses = [PartnerStatus(partner_status)]
+    orders = Order.objects.filter(partner_sync_status__in=statuses)
+    if since is not None:
+        orders = orders.filter(created_at__gte=since)
+    rows = orders.order_by("created_at", "id").values_list(*_ORDER_COLUMNS)
+    return _partner_records(list(rows))
+
+
+def order_for_partner(*, order_id: int) -> dict[str, Any] | None:
+    """One order as the partner sees it, or None when it is not the partner's."""
+    rows = list(
+        Order.objects.filter(pk=order_id, partner_sync_status__isnull=False).values_list(
+            *_ORDER_COLUMNS
+        )
+    )
+    records = _partner_records(rows)
+    return records[0] if records else None
+
+
+def orders_waiting_summary() -> tuple[int, datetime | None]:
+    """How many orders wait for the partner system (pending_partner), and the oldest's time."""
+    summary = Order.objects.filter(partner_sync_status=PartnerStatus.PENDING_PARTNER).aggregate(
+        count=Count("id"), oldest=Min("created_at")
+    )
+    return summary["count"], summary["oldest"]
+
+
+def _money(value: Decimal) -> float:
+    # Money is a JSON number; the decimal is exact to 4 places, which a double holds.
+    return float(value)
+
+
+def _datetime(value: datetime) -> str:
+    return timezone.localtime(value).isoformat()
+
+
+def _partner_records(rows: list[tuple]) -> list[dict[str, Any]]:
+    items_by_order: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    order_ids = [row[0] for row in rows]
+    for start in range(0, len(order_ids), _ITEM_QUERY_CHUNK):
+        chunk = order_ids[start : start + _ITEM_QUERY_CHUNK]
+        item_rows = (
+            OrderItem.objects.filter(order_id__in=chunk)
+            .order_by("order_id", "id")
+            .values_list(*_ITEM_COLUMNS)
+        )
+        for order_id, name, quantity, unit_price, total, ean, stock_code in item_rows:
+            items_by_order[order_id].append(
+                {
+                    "name": name,
+                    "quantity": quantity,
+                    "unit_price": _money(unit_price),
+                    "total": _money(total),
+                    "ean": ean,
+                    "stock_code": stock_code,
+                }
+            )
+    records = []
+    for (
+        order_id,
+        order_number,
+        created_at,
+        status,
+        name,
+        email,
+        phone,
+        ico,
+        dic,
+        address,
+        city,
+        zip_code,
+        subtotal,
+        vat_total,
+        total,
+        currency,
+        partner_sync_status,
+        partner_reference,
+    ) in rows:
+        records.append(
+            {
+                "order_id": order_id,
+                "order_number": order_number,
+                "created_at": _datetime(created_at),
+                "status": status,
+                "customer": {
+                    "name": name,
+                    "email": email,
+                    "phone": phone,
+                    "ico": ico,
+                    "dic": dic,
+                    "address": address,
+                    "city": city,
+                    "zip_code": zip_code,
+                },
+                "items": items_by_order.get(order_id, []),
+                "subtotal": _money(subtotal),
+                "vat_total": _money(vat_total),
+                "total": _money(total),
+                "currency": currency,
+                "partner_sync_status": partner_sync_status,
+                "partner_reference": partner_reference,
+            }
+        )
+    return records

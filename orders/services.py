@@ -1,0 +1,228 @@
+"""Writes of orders: the partner's acknowledgement, the import, and staff hand-over."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from orders.models import DEFAULT_CURRENCY, Order, OrderItem
+from orders.schemas import OrderRecord
+
+logger = logging.getLogger(__name__)
+
+PartnerStatus = Order.PartnerStatus
+
+
+class OrderNotFound(Exception):
+    """No order with this id is meant for the partner system."""
+
+    def __init__(self, order_id: int):
+        super().__init__(f"Order {order_id} not found.")
+        self.order_id = order_id
+
+
+class OrderAlreadyAcknowledged(Exception):
+    """The order is acknowledged with another partner reference."""
+
+    def __init__(self, order_id: int, partner_reference: str):
+        super().__init__(
+            f"Order {order_id} is already acknowledged with partner_reference "
+            f"{partner_reference!r}."
+        )
+        self.order_id = order_id
+        self.partner_reference = partner_reference
+
+
+class OrdersRefused(Exception):
+    """The records break a rule; nothing was imported. `problems` names each one."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    order: Order
+    # False when the same reference was already stored: an idempotent repeat.
+    changed: bool
+
+
+def order_acknowledge(
+    *, order_id: int, partner_reference: str, note: str | None = None, client_name: str = ""
+) -> Acknowledgement:
+    """Record that the partner system registered the order under `partner_reference`.
+
+    The row lock makes two concurrent acknowledgements queue: the second one sees the first
+    one's reference and is a repeat (same reference) or a conflict (another one).
+    """
+    partner_reference = partner_reference.strip()
+    with transaction.atomic():
+        order = (
+            Order.objects.select_for_update()
+            .filter(pk=order_id, partner_sync_status__isnull=False)
+            .first()
+        )
+        if order is None:
+            raise OrderNotFound(order_id)
+        if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
+            if order.partner_reference == partner_reference:
+                _log_acknowledgement("repeated", order, client_name, note)
+                return Acknowledgement(order=order, changed=False)
+            _log_acknowledgement(
+                f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
+                order,
+                client_name,
+                note,
+            )
+            raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
+        order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
+        order.partner_reference = partner_reference
+        order.acknowledged_at = timezone.now()
+        order.save(update_fields=["partner_sync_status", "partner_reference", "acknowledged_at"])
+    _log_acknowledgement("acknowledged", order, client_name, note)
+    return Acknowledgement(order=order, changed=True)
+
+
+def _log_acknowledgement(what: str, order: Order, client_name: str, note: str | None) -> None:
+    # The note is meant for logs only; it is never stored. %r keeps a multi-line note on one line.
+    logger.info(
+        "order %s (%s) %s: partner_reference=%r key=%s note=%r",
+        order.pk,
+        order.order_number,
+        what,
+        order.partner_reference,
+        client_name or "-",
+        note,
+    )
+
+
+def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
+    """Create or update orders by order number, with their items; all or nothing.
+
+    An order the partner system has already acknowledged keeps its acknowledgement: only the
+    admin action may undo it, and that leaves a trace.
+    """
+    duplicates = [n for n, c in Counter(r.order_number for r in records).items() if c > 1]
+    if duplicates:
+        raise OrdersRefused([f"order_number {n!r} appears more than once" for n in duplicates])
+    now = timezone.now()
+    with transaction.atomic():
+        existing = {
+            order.order_number: order
+            for order in Order.objects.select_for_update().filter(
+                order_number__in=[r.order_number for r in records]
+            )
+        }
+        orders = []
+        for record in records:
+            order = existing.get(record.order_number) or Order(order_number=record.order_number)
+            _apply_record(order, record, now=now)
+            order.save()
+            orders.append(order)
+        OrderItem.objects.filter(order__in=[o.pk for o in existing.values()]).delete()
+        OrderItem.objects.bulk_create(
+            OrderItem(
+                order=order,
+                name=item.name,
+                quantity=item.quantity,
+                unit_price=item.unit_price,
+                total=item.total,
+                ean=item.ean,
+                stock_code=item.stock_code,
+            )
+            for order, record in zip(orders, records, strict=True)
+            for item in record.items
+        )
+    return orders
+
+
+def _apply_record(order: Order, record: OrderRecord, *, now) -> None:
+    customer = record.customer
+    order.created_at = record.created_at
+    order.status = record.status
+    order.customer_name = customer.name
+    order.customer_email = customer.email
+    order.customer_phone = customer.phone
+    order.customer_ico = customer.ico
+    order.customer_dic = customer.dic
+    order.customer_address = customer.address
+    order.customer_city = customer.city
+    order.customer_zip_code = customer.zip_code
+    order.subtotal = record.subtotal
+    order.vat_total = record.vat_total
+    order.total = record.total
+    order.currency = record.currency or DEFAULT_CURRENCY
+    if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
+        return
+    order.partner_sync_status = record.partner_sync_status
+    order.partner_reference = record.partner_reference
+    order.acknowledged_at = (
+        now if record.partner_sync_status == PartnerStatus.ACKNOWLEDGED else None
+    )
+
+
+def orders_hand_to_partner(*, order_ids: Iterable[int], by: str) -> list[Order]:
+    """Give orders without a partner status to the partner system (pending_partner).
+
+    Orders the partner system already has (pending or acknowledged) are left as they are;
+    returns the orders that changed.
+    """
+    return _orders_set_partner_status(
+        order_ids=order_ids,
+        from_status=None,
+        by=by,
+    )
+
+
+def orders_clear_acknowledgement(*, order_ids: Iterable[int], by: str) -> list[Order]:
+    """Put acknowledged orders back to pending_partner, forgetting their partner reference.
+
+    The partner system will see them again in its next poll; returns the orders that changed.
+    """
+    return _orders_set_partner_status(
+        order_ids=order_ids,
+        from_status=PartnerStatus.ACKNOWLEDGED,
+        by=by,
+    )
+
+
+def _orders_set_partner_status(
+    *, order_ids: Iterable[int], from_status: str | None, by: str
+) -> list[Order]:
+    condition = (
+        {"partner_sync_status__isnull": True}
+        if from_status is None
+        else {"partner_sync_status": from_status}
+    )
+    now = timezone.now()
+    with transaction.atomic():
+        orders = list(
+            Order.objects.select_for_update()
+            .filter(pk__in=list(order_ids), **condition)
+            .order_by("pk")
+        )
+        for order in orders:
+            order.partner_sync_status = PartnerStatus.PENDING_PARTNER
+            order.partner_reference = None
+            order.acknowledged_at = None
+            order.partner_status_changed_by = by
+            order.partner_status_changed_at = now
+        Order.objects.bulk_update(
+            orders,
+            [
+                "partner_sync_status",
+                "partner_reference",
+                "acknowledged_at",
+                "partner_status_changed_by",
+                "partner_status_changed_at",
+            ],
+        )
+    for order in orders:
+        logger.info("order %s (%s) set to pending_partner by %s", order.pk, order.order_number, by)
+    return orders

@@ -1,0 +1,141 @@
+"""Request and response shapes of the order operations (poll and acknowledge).
+
+Requests are validated with these models; responses are built by `orders.selectors` and
+documented with them in the OpenAPI schema.
+"""
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from django.utils import timezone
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
+
+from orders.schemas import NO_NUL_PATTERN, PartnerReference
+
+NOTE_MAX_LENGTH = 1000
+ORDER_ID_MAX = 2**63 - 1
+
+# An unencoded "+" in a query string arrives as a space: "10:00:00 01:00" was "10:00:00+01:00".
+_OFFSET_AS_SPACE = re.compile(r"^(.*\d) (\d{2}(?::?\d{2})?)$")
+
+
+_ISO_8601_CHARACTERS = re.compile(r"[0-9TZW:.,+\- ]+")
+
+
+class PartnerStatusFilter(StrEnum):
+    PENDING_PARTNER = "pending_partner"
+    ACKNOWLEDGED = "acknowledged"
+    ALL = "all"
+
+
+def parse_since(value: str) -> datetime | None:
+    """`since` as an aware datetime; None when empty. Raises ValueError when unparsable.
+
+    ISO 8601 date or date-time, with or without an offset; a naive value is read in the
+    service's TIME_ZONE.
+    """
+    text = value.strip()
+    if not text:
+        return None
+    match = _OFFSET_AS_SPACE.match(text)
+    if match and ("T" in match[1] or " " in match[1] or ":" in match[1]):
+        text = f"{match[1]}+{match[2]}"
+    try:
+        # Python 3.11 reads a trailing NUL as the end of the string; only ISO 8601's own
+        # characters are a date.
+        if not _ISO_8601_CHARACTERS.fullmatch(text):
+            raise ValueError(text)
+        # Python 3.11 reads every ISO 8601 form here, a bare date included (as midnight).
+        parsed = datetime.fromisoformat(text)
+        if timezone.is_naive(parsed):
+            parsed = timezone.make_aware(parsed)
+        # Compared in UTC by the database: a time that cannot be one is not a time.
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError(
+            "Input should be an ISO 8601 date or date-time, e.g. 2026-01-31 or "
+            "2026-01-31T08:00:00+01:00"
+        ) from None
+
+
+class OrderPollQuery(BaseModel):
+    """The poll's query parameters except `since`, which is parsed on its own (400, not 422)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    partner_status: PartnerStatusFilter = PartnerStatusFilter.PENDING_PARTNER
+
+
+def _positive_integer(value: Any) -> Any:
+    # The path carries text; only plain digits are an id ("1e3", " 7", "+7" are not).
+    if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value):
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+        )
+    return value
+
+
+class OrderPath(BaseModel):
+    order_id: Annotated[int, BeforeValidator(_positive_integer), Field(ge=1, le=ORDER_ID_MAX)]
+
+
+class AcknowledgeRequest(BaseModel):
+    """The partner system registered the order under its document number."""
+
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+    partner_reference: PartnerReference = Field(
+        description="Partner document number; 1 to 64 characters after stripping whitespace."
+    )
+    note: (
+        Annotated[str, StringConstraints(max_length=NOTE_MAX_LENGTH, pattern=NO_NUL_PATTERN)] | None
+    ) = Field(
+        default=None, description="Optional note, at most 1000 characters; logged, never stored."
+    )
+
+
+class OrderCustomer(BaseModel):
+    name: str
+    email: str
+    phone: str | None = None
+    ico: str | None = Field(default=None, description="Company registration number.")
+    dic: str | None = Field(default=None, description="Tax number.")
+    address: str | None = None
+    city: str | None = None
+    zip_code: str | None = None
+
+
+class OrderItem(BaseModel):
+    name: str
+    quantity: int
+    unit_price: float
+    total: float
+    ean: str | None = None
+    stock_code: str | None = Field(
+        default=None, description="Stock number from the partner system."
+    )
+
+
+class Order(BaseModel):
+    order_id: int = Field(description="Internal order identifier.")
+    order_number: str
+    created_at: datetime = Field(description="ISO 8601 with an offset.")
+    status: str
+    customer: OrderCustomer
+    items: list[OrderItem]
+    subtotal: float
+    vat_total: float
+    total: float
+    currency: str = Field(default="EUR")
+    partner_sync_status: Literal["pending_partner", "acknowledged"] | None = None
+    partner_reference: str | None = Field(
+        default=None, description="Partner document number set by acknowledgement."
+    )
+
+
+class OrderList(BaseModel):
+    orders: list[Order]
+    count: int = Field(description="Number of orders returned.")

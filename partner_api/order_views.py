@@ -1,0 +1,191 @@
+"""The order operations: the partner's poll (3) and its acknowledgement (4)."""
+
+import pydantic
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, permissions
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from catalog.services import Problem
+from orders.selectors import order_for_partner, orders_for_partner
+from orders.services import OrderAlreadyAcknowledged, OrderNotFound, order_acknowledge
+from partner_api.exceptions import Conflict, RequestInvalid, problems_from_pydantic
+from partner_api.order_schemas import (
+    AcknowledgeRequest,
+    Order,
+    OrderList,
+    OrderPath,
+    OrderPollQuery,
+    PartnerStatusFilter,
+    parse_since,
+)
+from partner_api.schemas import ErrorBody, ValidationErrorBody
+from partner_api.views import ERROR_RESPONSES
+
+UNAUTHORIZED = {401: ERROR_RESPONSES[401], 503: ERROR_RESPONSES[503]}
+
+
+class OrderPollView(APIView):
+    """Orders waiting for the partner system (or already acknowledged by it)."""
+
+    permission_classes = (permissions.IsAuthenticated,)
+    validation_status = 422
+
+    @extend_schema(
+        operation_id="orders_poll",
+        summary="Poll orders",
+        description=(
+            "Orders meant for the partner system, oldest first (created_at, then order_id). "
+            "By default only orders waiting for the partner (pending_partner). Orders without a "
+            "partner sync status are never listed. `count` is the number of orders returned."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "since",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                required=False,
+                description=(
+                    "ISO 8601 date or date-time, with or without an offset (a naive value is "
+                    "read in the service's time zone); returns orders created at or after it. "
+                    "Empty means no limit. Anything else is 400."
+                ),
+                examples=[
+                    OpenApiExample("date-time", value="2026-01-31T08:00:00+01:00"),
+                    OpenApiExample("date", value="2026-01-31"),
+                ],
+            ),
+            OpenApiParameter(
+                "partner_status",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                required=False,
+                enum=[s.value for s in PartnerStatusFilter],
+                default=PartnerStatusFilter.PENDING_PARTNER.value,
+                description="Which orders: pending_partner (default), acknowledged, or all.",
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(OrderList, description="The orders and their number."),
+            400: OpenApiResponse(
+                ValidationErrorBody,
+                description='`since` is not a valid date or date-time (loc ["query", "since"]).',
+            ),
+            **UNAUTHORIZED,
+            422: OpenApiResponse(
+                ValidationErrorBody,
+                description='Invalid `partner_status` (loc ["query", "partner_status"]).',
+            ),
+        },
+        tags=["orders"],
+    )
+    def get(self, request):
+        params = request.query_params
+        since = None
+        since_problems = []
+        if "since" in params:
+            raw_since = params.get("since")
+            try:
+                since = parse_since(raw_since)
+            except ValueError as exc:
+                since_problems.append(
+                    Problem(
+                        loc=("query", "since"),
+                        msg=str(exc),
+                        type="datetime_parsing",
+                        input=raw_since,
+                    )
+                )
+        try:
+            query = OrderPollQuery.model_validate(
+                {name: params.get(name) for name in OrderPollQuery.model_fields if name in params}
+            )
+        except pydantic.ValidationError as exc:
+            # Another invalid parameter makes it a 422, listing the `since` problem too.
+            raise RequestInvalid(
+                [*since_problems, *problems_from_pydantic(exc, prefix="query")], status_code=422
+            )
+        if since_problems:
+            raise RequestInvalid(since_problems, status_code=400)
+        orders = orders_for_partner(partner_status=query.partner_status.value, since=since)
+        return Response({"orders": orders, "count": len(orders)})
+
+
+class OrderAcknowledgeView(APIView):
+    """The partner system confirms it registered an order under its document number."""
+
+    permission_classes = (permissions.IsAuthenticated,)
+    validation_status = 422
+
+    @extend_schema(
+        operation_id="orders_acknowledge",
+        summary="Acknowledge order registration",
+        description=(
+            "The first acknowledgement moves the order from pending_partner to acknowledged and "
+            "stores partner_reference. A repeat with the same partner_reference returns 200 and "
+            "changes nothing; another partner_reference is 409. The note is logged, never stored."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "order_id",
+                OpenApiTypes.INT64,
+                OpenApiParameter.PATH,
+                description="Internal order identifier (order_id of the poll).",
+            )
+        ],
+        request=AcknowledgeRequest,
+        responses={
+            200: OpenApiResponse(Order, description="The order, acknowledged."),
+            **UNAUTHORIZED,
+            404: OpenApiResponse(
+                ErrorBody, description="No such order, or the order is not the partner's."
+            ),
+            409: OpenApiResponse(
+                ErrorBody,
+                description="Already acknowledged with another partner_reference; the body names it.",
+                examples=[
+                    OpenApiExample(
+                        "conflict",
+                        value={
+                            "detail": "Order 12 is already acknowledged with partner_reference 'FA-1'."
+                        },
+                    )
+                ],
+            ),
+            413: ERROR_RESPONSES[413],
+            415: ERROR_RESPONSES[415],
+            422: OpenApiResponse(
+                ValidationErrorBody,
+                description=(
+                    "Invalid body (malformed JSON, partner_reference missing, empty or over 64 "
+                    "characters, note over 1000) or a non-integer order_id."
+                ),
+            ),
+        },
+        tags=["orders"],
+    )
+    def post(self, request, order_id: str):
+        problems = []
+        try:
+            path = OrderPath.model_validate({"order_id": order_id})
+        except pydantic.ValidationError as exc:
+            problems.extend(problems_from_pydantic(exc, prefix="path"))
+        try:
+            body = AcknowledgeRequest.model_validate(request.data)
+        except pydantic.ValidationError as exc:
+            problems.extend(problems_from_pydantic(exc, prefix="body"))
+        if problems:
+            raise RequestInvalid(problems, status_code=422)
+        try:
+            acknowledgement = order_acknowledge(
+                order_id=path.order_id,
+                partner_reference=body.partner_reference,
+                note=body.note,
+                client_name=request.user.name,
+            )
+        except OrderNotFound as exc:
+            raise exceptions.NotFound(str(exc))
+        except OrderAlreadyAcknowledged as exc:
+            raise Conflict(str(exc))
+        return Response(order_for_partner(order_id=acknowledgement.order.pk))
