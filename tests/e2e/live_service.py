@@ -1,0 +1,296 @@
+"""The real service for end-to-end tests: a fresh PostgreSQL database, migrated, served by
+gunicorn on a free local port, plus helpers to run its commands and read its tables.
+
+Everything is bounded: each subprocess has a timeout, each wait a deadline, and the server and
+the database are removed in `finally` whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+import psycopg
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
+COMMAND_TIMEOUT = 300
+START_TIMEOUT = 60
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _conninfo(url: str, dbname: str) -> str:
+    parsed = dj_database_url.parse(url)
+    return psycopg.conninfo.make_conninfo(
+        host=parsed.get("HOST") or "127.0.0.1",
+        port=parsed.get("PORT") or 5432,
+        user=parsed.get("USER") or None,
+        password=parsed.get("PASSWORD") or None,
+        dbname=dbname,
+        connect_timeout=10,
+    )
+
+
+@contextmanager
+def fresh_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new, empty database on the server of `server_url`; its URL. Dropped at the end."""
+    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
+    admin = _conninfo(server_url, "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    parsed = dj_database_url.parse(server_url)
+    user = parsed.get("USER") or ""
+    password = f":{parsed['PASSWORD']}" if parsed.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = parsed.get("HOST") or "127.0.0.1"
+    port = parsed.get("PORT") or 5432
+    try:
+        yield f"postgres://{auth}{host}:{port}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@dataclass
+class LiveService:
+    base_url: str
+    database_url: str
+    env: dict[str, str]
+    api_key: str = ""
+
+    def manage(self, *args: str, timeout: float = COMMAND_TIMEOUT) -> str:
+        """Run a management command against the service's database; its standard output."""
+        done = subprocess.run(
+            [PYTHON, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            raise AssertionError(
+                f"manage.py {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+            )
+        return done.stdout
+
+    def django(self, code: str) -> str:
+        """Run Python code with Django set up for the service's database."""
+        return self.manage("shell", "--no-imports", "-c", code)
+
+    def query(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple]:
+        with psycopg.connect(self.database_url, connect_timeout=10) as conn:
+            return conn.execute(statement, params).fetchall()
+
+    def connector(
+        self, *args: str, base_url: str | None = None, timeout: float = COMMAND_TIMEOUT
+    ) -> subprocess.CompletedProcess:
+        """Run the reference connector's command line against the service."""
+        env = {
+            **self.env,
+            "CONNECTOR_BASE_URL": base_url or self.base_url,
+            "CONNECTOR_API_KEY": self.api_key,
+        }
+        return subprocess.run(
+            [PYTHON, "-m", "connector", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+def _wait_healthy(base_url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"gunicorn exited {process.returncode}:\n{log.read_text()[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(base_url + "/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(
+        f"gunicorn did not answer /healthz in {START_TIMEOUT} s:\n{log.read_text()[-3000:]}"
+    )
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@contextmanager
+def live_service(server_url: str, workdir: Path, *, workers: int = 2) -> Iterator[LiveService]:
+    """Migrate a fresh database, create an API key, serve it with gunicorn; stop and drop after."""
+    with fresh_database(server_url, "e2e_connector") as database_url:
+        port = free_port()
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("DJANGO_", "CONNECTOR_", "PYTEST_"))
+        }
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "config.settings",
+                "DATABASE_URL": database_url,
+                "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                "DJANGO_DEBUG": "false",
+                "LOG_LEVEL": "WARNING",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        service = LiveService(
+            base_url=f"http://127.0.0.1:{port}", database_url=database_url, env=env
+        )
+        service.manage("migrate", "--noinput")
+        service.api_key = service.manage("create_api_key", "e2e-connector").strip().splitlines()[-1]
+        log = workdir / "gunicorn.log"
+        with log.open("w") as log_file:
+            process = subprocess.Popen(
+                [
+                    GUNICORN,
+                    "config.wsgi",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    str(workers),
+                    "--timeout",
+                    "120",
+                    "--graceful-timeout",
+                    "5",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                _wait_healthy(service.base_url, process, log)
+                yield service
+            finally:
+                _stop(process)
+
+
+class LossyProxy:
+    """An HTTP proxy on 127.0.0.1 that forwards every request and, for the requests whose
+    numbers are in `drop` (1 for the first), closes the client's connection without a reply
+    once the server has answered: a response lost on the way back."""
+
+    def __init__(self, upstream_port: int, *, drop: set[int]):
+        self.upstream_port = upstream_port
+        self.drop = set(drop)
+        self.requests = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.5)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self.port = self._listener.getsockname()[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LossyProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
+        self._listener.close()
+
+    def _serve(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        with client:
+            client.settimeout(60)
+            try:
+                request = _read_message(client)
+                if not request:
+                    return
+                with self._lock:
+                    self.requests += 1
+                    number = self.requests
+                with socket.create_connection(("127.0.0.1", self.upstream_port), timeout=120) as up:
+                    up.sendall(request)
+                    response = _read_message(up)
+                if number in self.drop:
+                    with self._lock:
+                        self.dropped += 1
+                    return
+                client.sendall(response)
+            except OSError:
+                return
+
+
+def _read_message(sock: socket.socket) -> bytes:
+    """One HTTP message (head and Content-Length body) from a socket; b"" if it closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = None
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    if length is None:
+        # No length: the message ends when the peer closes.
+        while chunk := sock.recv(65536):
+            body += chunk
+        return head + b"\r\n\r\n" + body
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body

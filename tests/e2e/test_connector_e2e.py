@@ -1,0 +1,186 @@
+"""The reference connector driving the real service (gunicorn, PostgreSQL) as the partner would."""
+
+import json
+import os
+
+import pytest
+
+from tests.e2e.live_service import LossyProxy, live_service
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+RECEIPT_ROWS = 12_000
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("e2e_connector")
+    with live_service(os.environ["DATABASE_URL"], workdir) as live:
+        seed_products(live, prefix="RC", count=RECEIPT_ROWS)
+        seed_products(live, prefix="SM", count=40)
+        yield live
+
+
+def seed_products(live, *, prefix: str, count: int) -> None:
+    """Products <prefix>-00000 … with quantity 0, created through the ORM in one bulk insert."""
+    live.django(
+        "from decimal import Decimal\n"
+        "from catalog.models import Product\n"
+        "Product.objects.bulk_create(["
+        f"Product(stock_code='{prefix}-%05d' % i, ean='', status='active', shop_quantity=0,"
+        " catalog_price=Decimal('100'), eshop_price=Decimal('90'))"
+        f" for i in range({count})], batch_size=2000)\n"
+    )
+
+
+def row(code: str, quantity: int) -> dict:
+    return {
+        "stock_code": code,
+        "status": "active",
+        "shop_quantity": quantity,
+        "catalog_price": 100,
+        "eshop_price": 90,
+    }
+
+
+def write_document(tmp_path, number, rows, *, type="receipt", state="posted"):
+    path = tmp_path / f"{number}.json"
+    path.write_text(
+        json.dumps({"number": number, "type": type, "state": state, "rows": rows}),
+        encoding="utf-8",
+    )
+    return str(path)
+
+
+def audits(live, request_id):
+    return live.query(
+        "SELECT outcome, note, source_type, products_received, products_updated, "
+        "unknown_products FROM catalog_syncaudit WHERE request_id = %s ORDER BY id",
+        (request_id,),
+    )
+
+
+def quantities(live, codes):
+    return dict(
+        live.query(
+            "SELECT stock_code, shop_quantity FROM catalog_product WHERE stock_code = ANY(%s)",
+            (list(codes),),
+        )
+    )
+
+
+def test_a_12000_row_receipt_goes_in_three_chunks_and_ends_synced(service, tmp_path):
+    rows = [row(f"RC-{i:05d}", i % 97 + 1) for i in range(RECEIPT_ROWS)]
+    status_file = tmp_path / "status.json"
+
+    done = service.connector(
+        "push", write_document(tmp_path, "PR-E2E-12000", rows), "--status-file", str(status_file)
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Document PR-E2E-12000 (receipt, 12000 rows, 3 chunks): synced" in done.stdout
+    assert json.loads(status_file.read_text())["sync_status"] == "synced"
+    assert audits(service, "PR-E2E-12000") == [
+        ("applied", "chunk 1 of 3", "stock_receipt", 5000, 5000, 0),
+        ("applied", "chunk 2 of 3", "stock_receipt", 5000, 5000, 0),
+        ("applied", "chunk 3 of 3", "stock_receipt", 2000, 2000, 0),
+    ]
+    stored = quantities(service, [r["stock_code"] for r in rows])
+    assert stored == {r["stock_code"]: r["shop_quantity"] for r in rows}
+
+
+def test_a_document_with_unknown_keys_ends_partial(service, tmp_path):
+    rows = [row("SM-00000", 5), row("NOPE-1", 3), row("SM-00001", 6), row("NOPE-2", 1)]
+
+    done = service.connector("push", write_document(tmp_path, "PR-E2E-PARTIAL", rows))
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Document PR-E2E-PARTIAL (receipt, 4 rows, 1 chunk): partial" in done.stdout
+    assert audits(service, "PR-E2E-PARTIAL") == [
+        ("applied", "chunk 1 of 1", "stock_receipt", 4, 2, 2)
+    ]
+    assert quantities(service, ["SM-00000", "SM-00001"]) == {"SM-00000": 5, "SM-00001": 6}
+    pending = service.query(
+        "SELECT stock_code, last_request_id FROM catalog_pendingproduct "
+        "WHERE stock_code LIKE 'NOPE-%%' ORDER BY stock_code"
+    )
+    assert pending == [("NOPE-1", "PR-E2E-PARTIAL"), ("NOPE-2", "PR-E2E-PARTIAL")]
+
+
+def test_a_single_sale_row_goes_through_the_single_item_operation(service, tmp_path):
+    done = service.connector(
+        "push", write_document(tmp_path, "SALE-E2E-1", [row("SM-00002", 8)], type="sale")
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert service.query(
+        "SELECT endpoint, outcome, source_type FROM catalog_syncaudit WHERE request_id = %s",
+        ("SALE-E2E-1",),
+    ) == [("products_item", "applied", "customer_sale")]
+    assert quantities(service, ["SM-00002"]) == {"SM-00002": 8}
+
+
+def test_a_paused_service_fails_the_document_after_the_first_chunk(service, tmp_path):
+    rows = [row(f"SM-{i:05d}", 50 + i) for i in range(10, 22)]
+    service.django(
+        "from catalog.services import sync_pause_set\n"
+        "sync_pause_set(paused=True, by='stock.taker', reason='stock take')\n"
+    )
+    try:
+        done = service.connector(
+            "push", write_document(tmp_path, "PR-E2E-PAUSED", rows), "--chunk-size", "5"
+        )
+    finally:
+        service.django(
+            "from catalog.services import sync_pause_set\n"
+            "sync_pause_set(paused=False, by='stock.taker')\n"
+        )
+
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Document PR-E2E-PAUSED (receipt, 12 rows, 3 chunks): failed" in done.stdout
+    assert "no further chunk was sent" in done.stdout
+    assert [a[:2] for a in audits(service, "PR-E2E-PAUSED")] == [("paused", "chunk 1 of 3")]
+    assert set(quantities(service, [r["stock_code"] for r in rows]).values()) == {0}
+
+
+def test_a_lost_response_is_retried_replayed_and_applied_once(service, tmp_path):
+    rows = [row(f"SM-{i:05d}", 70 + i) for i in range(25, 37)]
+    upstream_port = int(service.base_url.rsplit(":", 1)[1])
+
+    # Chunk 2's first answer is lost after the service applied it.
+    with LossyProxy(upstream_port, drop={2}) as proxy:
+        done = service.connector(
+            "push",
+            write_document(tmp_path, "PR-E2E-LOSSY", rows),
+            "--chunk-size",
+            "5",
+            "--backoff",
+            "0.2",
+            base_url=proxy.base_url,
+        )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert proxy.dropped == 1
+    assert proxy.requests == 4
+    assert "chunk 2 of 3: RemoteDisconnected" in done.stderr
+    assert "retry 1 of 5" in done.stderr
+    assert "chunk 2 of 3: 5 rows, HTTP 200, updated 5, unknown 0, replayed, 2 attempts" in (
+        done.stdout
+    )
+    assert [a[:2] for a in audits(service, "PR-E2E-LOSSY")] == [
+        ("applied", "chunk 1 of 3"),
+        ("applied", "chunk 2 of 3"),
+        ("replayed", "chunk 2 of 3"),
+        ("applied", "chunk 3 of 3"),
+    ]
+    assert quantities(service, [r["stock_code"] for r in rows]) == {
+        r["stock_code"]: r["shop_quantity"] for r in rows
+    }
+    # One quantity change per product, all from the applied audits: nothing was applied twice.
+    history = service.query(
+        "SELECT a.outcome, count(*) FROM catalog_producthistory h "
+        "JOIN catalog_syncaudit a ON a.id = h.audit_id WHERE a.request_id = %s "
+        "AND h.field = 'shop_quantity' GROUP BY a.outcome",
+        ("PR-E2E-LOSSY",),
+    )
+    assert history == [("applied", 12)]
