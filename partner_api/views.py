@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.models import SyncAudit
+from catalog.schemas import SyncContext
 from catalog.services import (
     ItemsRefused,
     Problem,
@@ -72,6 +73,7 @@ class SyncView(APIView):
         self.started = getattr(request._request, "started_at", None) or time.perf_counter()
         self.audit_request_id: str | None = None
         self.audit_context = None
+        self.audit_received = 0
         self.audited = False
         super().initial(request, *args, **kwargs)
 
@@ -83,10 +85,15 @@ class SyncView(APIView):
             raise exceptions.ParseError("JSON parse error - the body is empty")
         data = request.data
         self._note_request_id(data)
+        self._note_context(data)
         problems: list[Problem] = []
         payload = None
+        if isinstance(data, dict) and self.endpoint == SyncAudit.Endpoint.ITEM:
+            self.audit_received = 1
         if isinstance(data, dict) and self.endpoint == SyncAudit.Endpoint.BATCH:
             products = data.get("products")
+            if isinstance(products, list):
+                self.audit_received = len(products)
             limit = sync_max_items()
             if isinstance(products, list) and len(products) > limit:
                 problems.append(
@@ -138,6 +145,14 @@ class SyncView(APIView):
                     self.audit_request_id = request_id
                     self.request._request.log_request_id = request_id
 
+    def _note_context(self, data: Any) -> None:
+        # A refused request is audited with its context too, when the context itself is valid.
+        if isinstance(data, dict) and isinstance(data.get("sync_context"), dict):
+            try:
+                self.audit_context = SyncContext.model_validate(data["sync_context"])
+            except pydantic.ValidationError:
+                pass
+
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
         if not self.audited and not getattr(exc, "audited", False):
@@ -166,6 +181,7 @@ class SyncView(APIView):
                 outcome=SyncAudit.Outcome.REFUSED,
                 status_code=response.status_code,
                 started=self.started,
+                received=self.audit_received,
                 error_summary=summary,
             )
         except DatabaseError:
