@@ -1,3 +1,4 @@
+import contextlib
 import hashlib
 import json
 import logging
@@ -148,10 +149,8 @@ class SyncView(APIView):
     def _note_context(self, data: Any) -> None:
         # A refused request is audited with its context too, when the context itself is valid.
         if isinstance(data, dict) and isinstance(data.get("sync_context"), dict):
-            try:
+            with contextlib.suppress(pydantic.ValidationError):
                 self.audit_context = SyncContext.model_validate(data["sync_context"])
-            except pydantic.ValidationError:
-                pass
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
