@@ -5,7 +5,7 @@ instance per row; at 5000 rows both cost more than the database itself. On Postg
 helpers stream the rows with COPY (formatted by psycopg's compiled code) into a temporary table
 and apply them with one UPDATE ... FROM or INSERT ... SELECT; passing the rows as query
 parameters instead would have psycopg quote every value in Python, which costs several times
-the database's own work. On SQLite they use `executemany`.
+the database's own work. A few rows, and every write on SQLite, go through `executemany`.
 """
 
 import itertools
@@ -16,6 +16,8 @@ from typing import Any
 from django.db import connection, models
 
 _temp_names = itertools.count()
+# Below this many rows a temporary table costs more than it saves: plain statements are used.
+COPY_THRESHOLD = 50
 
 
 def _qn(name: str) -> str:
@@ -40,10 +42,20 @@ def _select_expression(field: models.Field, alias: str) -> str:
     return f"{name}::jsonb" if isinstance(field, models.JSONField) else name
 
 
-def _sqlite_value(value: Any) -> Any:
-    if isinstance(value, datetime):
+def _placeholder(field: models.Field) -> str:
+    if isinstance(field, models.JSONField) and connection.vendor == "postgresql":
+        return "%s::jsonb"
+    return "%s"
+
+
+def _plain_value(value: Any) -> Any:
+    if isinstance(value, datetime) and connection.vendor == "sqlite":
         return connection.ops.adapt_datetimefield_value(value)
     return value
+
+
+def _use_copy(rows: Sequence[Sequence[Any]]) -> bool:
+    return connection.vendor == "postgresql" and len(rows) >= COPY_THRESHOLD
 
 
 def _copy_to_temp(cursor, fields: Sequence[models.Field], rows: Sequence[Sequence[Any]]) -> str:
@@ -73,7 +85,7 @@ def bulk_update_rows(
     fields = _fields(model, field_names)
     table = _qn(model._meta.db_table)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if _use_copy(rows):
             source = _copy_to_temp(cursor, [pk, *fields], rows)
             assignments = ", ".join(
                 f"{_qn(f.column)} = {_select_expression(f, 'v')}" for f in fields
@@ -83,10 +95,10 @@ def bulk_update_rows(
                 f"WHERE {table}.{_qn(pk.column)} = v.{_qn(pk.column)}"
             )
         else:
-            assignments = ", ".join(f"{_qn(f.column)} = %s" for f in fields)
+            assignments = ", ".join(f"{_qn(f.column)} = {_placeholder(f)}" for f in fields)
             cursor.executemany(
                 f"UPDATE {table} SET {assignments} WHERE {_qn(pk.column)} = %s",
-                [[_sqlite_value(v) for v in row[1:]] + [row[0]] for row in rows],
+                [[_plain_value(v) for v in row[1:]] + [row[0]] for row in rows],
             )
 
 
@@ -108,7 +120,7 @@ def bulk_insert_rows(
     names = ", ".join(_qn(f.column) for f in fields)
     conflict = on_conflict.format(table=table)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if _use_copy(rows):
             if not conflict:
                 _copy(cursor, table, fields, rows)
                 return
@@ -120,8 +132,8 @@ def bulk_insert_rows(
                 f"WHERE true {conflict}"
             )
         else:
-            placeholders = ", ".join("%s" for _ in fields)
+            placeholders = ", ".join(_placeholder(f) for f in fields)
             cursor.executemany(
                 f"INSERT INTO {table} ({names}) VALUES ({placeholders}) {conflict}",
-                [[_sqlite_value(v) for v in row] for row in rows],
+                [[_plain_value(v) for v in row] for row in rows],
             )

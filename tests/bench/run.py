@@ -159,6 +159,8 @@ def main() -> None:
 
 
 class Bench:
+    measure = staticmethod(measure)
+
     def __init__(self, url: str, *, quick: bool, runs: int | None):
         import psycopg
         from django.test import Client
@@ -210,8 +212,8 @@ class Bench:
 
     def seed_products(self) -> None:
         from catalog.models import Product
-        from catalog.services import products_import
         from catalog.schemas import ProductItem
+        from catalog.services import products_import
 
         Product.objects.all().delete()
         items = [ProductItem.model_validate(full_item(i, 1)) for i in range(self.size)]
