@@ -1,0 +1,135 @@
+"""Housekeeping of the catalogue's records: purging old audits, exporting pending keys."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TextIO
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.models import IdempotencyRecord, PendingProduct, ProductHistory, SyncAudit
+from catalog.schemas import VALUE_FIELDS
+
+# Audits go in batches: each batch is one short transaction, so a purge of months of audits
+# neither holds locks for long nor loads every row at once.
+PURGE_BATCH_SIZE = 2000
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    cutoff: datetime
+    audits: int
+    history: int
+    idempotency_records: int
+    dry_run: bool = False
+
+
+def sync_audits_purge(
+    *, older_than_days: int, now: datetime | None = None, dry_run: bool = False
+) -> PurgeResult:
+    """Delete sync audits older than `older_than_days`, the history rows they left, and the
+    idempotency records past the retention window (their retries are applied afresh anyway)."""
+    if older_than_days < 1:
+        raise ValueError("older_than_days must be at least 1.")
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=older_than_days)
+    expired_before = now - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
+    old_audits = SyncAudit.objects.filter(created_at__lt=cutoff)
+    expired_records = IdempotencyRecord.objects.filter(created_at__lt=expired_before)
+    if dry_run:
+        return PurgeResult(
+            cutoff=cutoff,
+            audits=old_audits.count(),
+            history=ProductHistory.objects.filter(audit__created_at__lt=cutoff).count(),
+            idempotency_records=expired_records.count(),
+            dry_run=True,
+        )
+
+    audits = history = 0
+    while True:
+        with transaction.atomic():
+            ids = list(old_audits.order_by("pk").values_list("pk", flat=True)[:PURGE_BATCH_SIZE])
+            if not ids:
+                break
+            history += ProductHistory.objects.filter(audit_id__in=ids).delete()[0]
+            _, deleted = SyncAudit.objects.filter(pk__in=ids).delete()
+            audits += deleted.get(SyncAudit._meta.label, 0)
+    with transaction.atomic():
+        records = expired_records.delete()[0]
+    return PurgeResult(cutoff=cutoff, audits=audits, history=history, idempotency_records=records)
+
+
+PENDING_COLUMNS = (
+    "stock_code",
+    "ean",
+    *VALUE_FIELDS,
+    "reason",
+    "state",
+    "times_seen",
+    "first_seen",
+    "last_seen",
+    "last_request_id",
+)
+
+
+def pending_export_csv(
+    *, stream: TextIO, states: Iterable[str] = (PendingProduct.State.OPEN,)
+) -> int:
+    """Write the pending keys in `states` as CSV; returns how many rows were written.
+
+    The item columns carry the last payload sent for the key under the API's field names, so
+    staff can complete the file and load it with `import_products` to create the products.
+    """
+    writer = csv.writer(stream)
+    writer.writerow(PENDING_COLUMNS)
+    pending = (
+        PendingProduct.objects.filter(state__in=list(states))
+        .order_by("stock_code", "ean")
+        .values_list(
+            "stock_code",
+            "ean",
+            "payload",
+            "reason",
+            "state",
+            "times_seen",
+            "first_seen",
+            "last_seen",
+            "last_request_id",
+        )
+    )
+    count = 0
+    for stock_code, ean, payload, *rest in pending.iterator(chunk_size=2000):
+        payload = payload if isinstance(payload, dict) else {}
+        values = [_cell(payload.get(name)) for name in VALUE_FIELDS]
+        reason, state, times_seen, first_seen, last_seen, request_id = rest
+        writer.writerow(
+            [
+                stock_code,
+                ean,
+                *values,
+                reason,
+                state,
+                times_seen,
+                first_seen.isoformat(),
+                last_seen.isoformat(),
+                request_id or "",
+            ]
+        )
+        count += 1
+    return count
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)

@@ -1,0 +1,34 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from catalog.maintenance import sync_audits_purge
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete sync audits older than DAYS days with the product history rows they left, and "
+        "the idempotency records past the retention window. Prints what it removed."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--older-than",
+            type=int,
+            required=True,
+            metavar="DAYS",
+            help="Remove audits created more than DAYS days ago (at least 1).",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Only count what would be removed."
+        )
+
+    def handle(self, *args, older_than: int, dry_run: bool, **options):
+        try:
+            result = sync_audits_purge(older_than_days=older_than, dry_run=dry_run)
+        except ValueError as exc:
+            raise CommandError(f"--older-than: {exc}") from exc
+        verb = "Would remove" if result.dry_run else "Removed"
+        self.stdout.write(
+            f"{verb} {result.audits} sync audit(s) older than {result.cutoff:%Y-%m-%d %H:%M %Z}, "
+            f"{result.history} product history row(s) and "
+            f"{result.idempotency_records} expired idempotency record(s)."
+        )
