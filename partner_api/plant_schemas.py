@@ -29,13 +29,16 @@ def _id_is_required(schema: dict[str, Any]) -> None:
     schema["required"] = ["id", *schema.get("required", [])]
 
 
-class PlantUpdateRequest(PlantFields):
+class _PlantIdentity(BaseModel):
+    id: PlantId = Field(default=None, validate_default=True)
+
+
+# The id is named first, in the document and in the list of problems.
+class PlantUpdateRequest(PlantFields, _PlantIdentity):
     """The plant to update, by `id`, and the values to set. Fields that are absent or null are
     left as they are; unknown fields are ignored."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra=_id_is_required)
-
-    id: PlantId = Field(default=None, validate_default=True)
 
 
 class PlantResponse(BaseModel):

@@ -296,6 +296,7 @@ def test_every_problem_is_listed_and_nothing_changes(api_client):
     plant = PlantFactory(name="Fern")
     response = put(api_client, {"id": "x", "name": "", "status": "gone", "tags": [1]})
     assert response.status_code == 400
+    assert response.json()["detail"][0]["loc"] == ["body", "id"]
     locs = sorted(tuple(map(str, p["loc"])) for p in response.json()["detail"])
     assert locs == sorted(
         [("body", "id"), ("body", "name"), ("body", "status"), ("body", "tags", "0")]
