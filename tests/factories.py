@@ -3,7 +3,13 @@ from decimal import Decimal
 import factory
 from factory.django import DjangoModelFactory
 
-from catalog.models import PendingProduct, Product
+from catalog.models import (
+    IdempotencyRecord,
+    PendingProduct,
+    Product,
+    ProductHistory,
+    SyncAudit,
+)
 
 
 class ProductFactory(DjangoModelFactory):
@@ -36,6 +42,42 @@ class PendingProductFactory(DjangoModelFactory):
             "eshop_price": "9.00",
         }
     )
+
+
+class SyncAuditFactory(DjangoModelFactory):
+    class Meta:
+        model = SyncAudit
+
+    api_key_name = "erp"
+    endpoint = SyncAudit.Endpoint.BATCH
+    request_id = factory.Sequence(lambda n: f"DOC-{n:06d}")
+    source_type = "stock_receipt"
+    products_received = 1
+    products_updated = 1
+    outcome = SyncAudit.Outcome.APPLIED
+    status_code = 200
+
+
+class ProductHistoryFactory(DjangoModelFactory):
+    class Meta:
+        model = ProductHistory
+
+    product = factory.SubFactory(ProductFactory)
+    audit = factory.SubFactory(SyncAuditFactory)
+    field = ProductHistory.Field.SHOP_QUANTITY
+    old_value = "10"
+    new_value = "7"
+
+
+class IdempotencyRecordFactory(DjangoModelFactory):
+    class Meta:
+        model = IdempotencyRecord
+
+    api_key_id = "erp-key"
+    endpoint = SyncAudit.Endpoint.BATCH
+    request_id = factory.Sequence(lambda n: f"DOC-{n:06d}")
+    body_hash = factory.Sequence(lambda n: f"{n:064x}")
+    response = {"success": True}
 
 
 def full_item(index: int, **overrides) -> dict:
