@@ -3,6 +3,7 @@
 import pytest
 from django.urls import reverse
 
+from partner_api.keys import api_key_revoke
 from plants.models import Plant, Tag
 from tests.plants.factories import PlantFactory
 
@@ -45,6 +46,22 @@ def test_bad_key_is_401(anon_client):
     assert response.json() == {"detail": "Invalid API key."}
     plant.refresh_from_db()
     assert plant.name == "Fern"
+
+
+def test_revoked_key_is_401(api_client):
+    plant = PlantFactory(name="Fern")
+    api_key_revoke(name="erp")
+    response = put(api_client, {"id": plant.pk, "name": "Palm"})
+    assert response.status_code == 401
+    assert isinstance(response.json()["detail"], str)
+    plant.refresh_from_db()
+    assert plant.name == "Fern"
+
+
+def test_bad_key_with_bad_body_is_401(anon_client):
+    anon_client.credentials(HTTP_X_API_KEY="not-a-key")
+    response = put(anon_client, {"id": "x", "status": "dead"})
+    assert response.status_code == 401
 
 
 # --- the valid call ---------------------------------------------------------------------------
