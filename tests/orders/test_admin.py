@@ -1,0 +1,152 @@
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.urls import reverse
+
+from orders.models import Order
+from tests.orders.factories import OrderFactory, order_with_items
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = reverse("admin:orders_order_changelist")
+
+
+def listed(response) -> set[str]:
+    return {order.order_number for order in response.context["cl"].result_list}
+
+
+class TestChangelist:
+    @pytest.fixture
+    def orders(self):
+        return {
+            "pending": OrderFactory(status="paid"),
+            "acknowledged": OrderFactory(acknowledged=True, partner_reference="FA-77"),
+            "legacy": OrderFactory(
+                legacy=True, customer_name="Petr Svoboda", customer_email="petr@example.org"
+            ),
+        }
+
+    def test_lists_every_order(self, admin_client, orders):
+        response = admin_client.get(CHANGELIST)
+        assert response.status_code == 200
+        assert listed(response) == {o.order_number for o in orders.values()}
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ({"partner_sync_status__exact": "pending_partner"}, ["pending"]),
+            ({"partner_sync_status__exact": "acknowledged"}, ["acknowledged"]),
+            ({"partner_sync_status__isnull": "True"}, ["legacy"]),
+            ({"status__exact": "paid"}, ["pending"]),
+            ({"q": "FA-77"}, ["acknowledged"]),
+            ({"q": "petr@example.org"}, ["legacy"]),
+            ({"q": "Svoboda"}, ["legacy"]),
+        ],
+    )
+    def test_filters_and_search(self, admin_client, orders, query, expected):
+        response = admin_client.get(CHANGELIST, query)
+        assert response.status_code == 200
+        assert listed(response) == {orders[name].order_number for name in expected}
+
+    def test_search_by_order_number(self, admin_client, orders):
+        number = orders["pending"].order_number
+        assert listed(admin_client.get(CHANGELIST, {"q": number})) == {number}
+
+    def test_date_filter(self, admin_client):
+        old = OrderFactory(created_at="2020-01-01T10:00:00+00:00")
+        recent = OrderFactory()
+        response = admin_client.get(CHANGELIST, {"created_at__gte": "2021-01-01"})
+        assert listed(response) == {recent.order_number}
+        response = admin_client.get(CHANGELIST, {"created_at__year": "2020"})
+        assert listed(response) == {old.order_number}
+
+    def test_change_page_shows_items_inline(self, admin_client):
+        order = order_with_items(2)
+        response = admin_client.get(reverse("admin:orders_order_change", args=[order.pk]))
+        assert response.status_code == 200
+        for item in order.items.all():
+            assert item.name in response.content.decode()
+
+
+def run_action(client, action, orders, confirm=False):
+    data = {"action": action, ACTION_CHECKBOX_NAME: [o.pk for o in orders]}
+    if confirm:
+        data["confirm"] = "yes"
+    return client.post(CHANGELIST, data)
+
+
+class TestHandToPartner:
+    def test_asks_for_confirmation_first(self, admin_client):
+        legacy = OrderFactory(legacy=True)
+        response = run_action(admin_client, "hand_to_partner", [legacy])
+        assert response.status_code == 200
+        assert legacy.order_number in response.content.decode()
+        assert 'name="confirm" value="yes"' in response.content.decode()
+        legacy.refresh_from_db()
+        assert legacy.partner_sync_status is None
+        assert not LogEntry.objects.exists()
+
+    def test_confirmed_sets_pending_and_leaves_a_trace(self, admin_client, admin_user):
+        legacy = OrderFactory(legacy=True)
+        acknowledged = OrderFactory(acknowledged=True, partner_reference="FA-1")
+        response = run_action(admin_client, "hand_to_partner", [legacy, acknowledged], confirm=True)
+        assert response.status_code == 302
+        legacy.refresh_from_db()
+        acknowledged.refresh_from_db()
+        assert legacy.partner_sync_status == Order.PartnerStatus.PENDING_PARTNER
+        assert legacy.partner_status_changed_by == admin_user.username
+        assert legacy.partner_status_changed_at is not None
+        # An order the partner already has is left as it is.
+        assert acknowledged.partner_sync_status == Order.PartnerStatus.ACKNOWLEDGED
+        assert acknowledged.partner_reference == "FA-1"
+        entry = LogEntry.objects.get()
+        assert entry.user == admin_user
+        assert entry.action_flag == CHANGE
+        assert entry.object_id == str(legacy.pk)
+        assert "partner system" in entry.get_change_message()
+
+    def test_handed_order_is_polled(self, admin_client, api_client):
+        legacy = OrderFactory(legacy=True)
+        run_action(admin_client, "hand_to_partner", [legacy], confirm=True)
+        poll = api_client.get(reverse("partner_api:orders-poll")).json()
+        assert [o["order_id"] for o in poll["orders"]] == [legacy.pk]
+
+
+class TestClearAcknowledgement:
+    def test_asks_for_confirmation_first(self, admin_client):
+        order = OrderFactory(acknowledged=True, partner_reference="FA-1")
+        response = run_action(admin_client, "clear_acknowledgement", [order])
+        assert response.status_code == 200
+        assert "FA-1" in response.content.decode()
+        order.refresh_from_db()
+        assert order.partner_sync_status == Order.PartnerStatus.ACKNOWLEDGED
+
+    def test_confirmed_back_to_pending_with_a_trace(self, admin_client, admin_user, api_client):
+        order = OrderFactory(acknowledged=True, partner_reference="FA-1")
+        pending = OrderFactory()
+        response = run_action(admin_client, "clear_acknowledgement", [order, pending], confirm=True)
+        assert response.status_code == 302
+        order.refresh_from_db()
+        assert order.partner_sync_status == Order.PartnerStatus.PENDING_PARTNER
+        assert order.partner_reference is None
+        assert order.acknowledged_at is None
+        assert order.partner_status_changed_by == admin_user.username
+        entry = LogEntry.objects.get()
+        assert entry.object_id == str(order.pk)
+        assert "'FA-1'" in entry.get_change_message()
+        # The partner may now acknowledge it again, with another reference.
+        response = api_client.post(
+            reverse("partner_api:orders-acknowledge", kwargs={"order_id": order.pk}),
+            {"partner_reference": "FA-2"},
+            format="json",
+        )
+        assert response.status_code == 200
+
+    def test_staff_without_change_permission_cannot_run_it(self, client, django_user_model):
+        user = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+        client.force_login(user)
+        order = OrderFactory(acknowledged=True)
+        response = run_action(client, "clear_acknowledgement", [order], confirm=True)
+        assert response.status_code == 403
+        order.refresh_from_db()
+        assert order.partner_sync_status == Order.PartnerStatus.ACKNOWLEDGED
