@@ -1,0 +1,78 @@
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def schema(client):
+    response = client.get(reverse("schema"), HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def _ref(response: dict) -> str:
+    return response["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+
+
+def test_poll_is_documented_with_every_status(schema):
+    operation = schema["paths"]["/api/v1/partner/orders"]["get"]
+    responses = operation["responses"]
+    assert {"200", "400", "401", "422"} <= set(responses)
+    assert _ref(responses["200"]) == "OrderList"
+    assert _ref(responses["400"]) == "ValidationErrorBody"
+    assert _ref(responses["422"]) == "ValidationErrorBody"
+    assert _ref(responses["401"]) == "ErrorBody"
+    parameters = {p["name"]: p for p in operation["parameters"]}
+    assert parameters["partner_status"]["schema"]["enum"] == [
+        "acknowledged",
+        "all",
+        "pending_partner",
+    ]
+    assert parameters["since"]["in"] == "query"
+    assert operation["security"] == [{"ApiKeyAuth": []}]
+
+
+def test_acknowledge_is_documented_with_every_status(schema):
+    operation = schema["paths"]["/api/v1/partner/orders/{order_id}/acknowledge"]["post"]
+    responses = operation["responses"]
+    assert {"200", "401", "404", "409", "422"} <= set(responses)
+    assert _ref(responses["200"]) == "Order"
+    assert _ref(responses["422"]) == "ValidationErrorBody"
+    conflict = responses["409"]["content"]["application/json"]["examples"]
+    assert "partner_reference 'FA-1'" in next(iter(conflict.values()))["value"]["detail"]
+    parameters = {p["name"]: p for p in operation["parameters"]}
+    assert parameters["order_id"]["schema"]["type"] == "integer"
+    request = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    body = schema["components"]["schemas"][request.rsplit("/", 1)[-1]]
+    assert body["required"] == ["partner_reference"]
+    assert body["properties"]["partner_reference"]["maxLength"] == 64
+
+
+def test_order_shape_matches_the_interface(schema):
+    components = schema["components"]["schemas"]
+    order = components["Order"]["properties"]
+    assert set(order) == {
+        "order_id",
+        "order_number",
+        "created_at",
+        "status",
+        "customer",
+        "items",
+        "subtotal",
+        "vat_total",
+        "total",
+        "currency",
+        "partner_sync_status",
+        "partner_reference",
+    }
+    assert order["total"]["type"] == "number"
+    assert set(components["OrderItem"]["properties"]) == {
+        "name",
+        "quantity",
+        "unit_price",
+        "total",
+        "ean",
+        "stock_code",
+    }
+    assert set(components["OrderList"]["required"]) == {"orders", "count"}
