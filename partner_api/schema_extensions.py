@@ -12,7 +12,11 @@ class DirectionalPydanticExtension(PydanticExtension):
 
     def get_name(self, auto_schema, direction):
         name = super().get_name(auto_schema, direction)
-        return f"{name}Request" if direction == "request" else name
+        # COMPONENT_SPLIT_REQUEST appends "Request" to request components itself; a model
+        # already named "...Request" would otherwise be published as "...RequestRequest".
+        if direction == "request":
+            name = name.removesuffix("Request")
+        return name
 
     def map_serializer(self, auto_schema, direction):
         from pydantic.json_schema import model_json_schema
