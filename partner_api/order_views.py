@@ -175,6 +175,9 @@ class OrderAcknowledgeView(APIView):
             body = AcknowledgeRequest.model_validate(request.data)
         except pydantic.ValidationError as exc:
             problems.extend(problems_from_pydantic(exc, prefix="body"))
+        except exceptions.ParseError as exc:
+            # Reported with a bad order_id, so that one answer lists every problem.
+            problems.append(Problem(loc=("body",), msg=str(exc.detail), type="json_invalid"))
         if problems:
             raise RequestInvalid(problems, status_code=422)
         try:

@@ -186,6 +186,15 @@ class TestValidation:
         locs = [d["loc"] for d in response.json()["detail"]]
         assert locs == [["path", "order_id"], ["body", "partner_reference"]]
 
+    def test_bad_id_and_malformed_json_are_both_listed(self, api_client):
+        response = api_client.post(url("x"), "{", content_type="application/json")
+        assert response.status_code == 422
+        detail = response.json()["detail"]
+        assert [(d["loc"], d["type"]) for d in detail] == [
+            (["path", "order_id"], "int_parsing"),
+            (["body"], "json_invalid"),
+        ]
+
     def test_body_that_is_not_json_is_415(self, api_client):
         order = OrderFactory()
         response = api_client.post(
