@@ -8,6 +8,7 @@ from typing import Any
 import pydantic
 
 from catalog.schemas import ProductItem
+from catalog.services import duplicate_key_problems
 
 BOOLEAN_FIELDS = {
     name
@@ -64,6 +65,7 @@ def read_records(path: Path) -> list[tuple[str, dict[str, Any]]]:
 def read_product_items(path: Path) -> list[ProductItem]:
     """Validate every record of the file; any bad record makes the whole file invalid."""
     items = []
+    places = []
     errors = []
     for where, record in read_records(path):
         if not isinstance(record, dict):
@@ -71,10 +73,17 @@ def read_product_items(path: Path) -> list[ProductItem]:
             continue
         try:
             items.append(ProductItem.model_validate(record))
+            places.append(where)
         except pydantic.ValidationError as exc:
             for err in exc.errors(include_url=False):
                 field = ".".join(str(part) for part in err["loc"]) or "record"
                 errors.append(f"{where}: {field}: {err['msg']}")
+    for problem in duplicate_key_problems(items):
+        others = ", ".join(places[i] for i in problem.ctx["indexes"] if i != problem.loc[1])
+        errors.append(
+            f"{places[problem.loc[1]]}: duplicate key (ean={problem.ctx['ean']!r}, "
+            f"stock_code={problem.ctx['stock_code']!r}), also at {others}"
+        )
     if errors:
         shown = errors[:50]
         more = f"\n... and {len(errors) - 50} more" if len(errors) > 50 else ""

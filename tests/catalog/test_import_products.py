@@ -1,0 +1,119 @@
+"""manage.py import_products: JSON or CSV, by key, all or nothing."""
+
+import json
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from catalog.models import Product
+from tests.factories import ProductFactory, full_item
+
+pytestmark = pytest.mark.django_db
+
+CSV_HEADER = (
+    "stock_code,ean,status,shop_quantity,catalog_price,eshop_price,name,run_on_flat,weight_kg\n"
+)
+
+
+def _run(path) -> str:
+    out = StringIO()
+    call_command("import_products", str(path), stdout=out)
+    return out.getvalue()
+
+
+def test_json_creates_and_updates_by_key(tmp_path):
+    existing = ProductFactory(stock_code="SC-000001", ean="8590000000001", shop_quantity=99)
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps([full_item(1), full_item(2), full_item(3, ean="")]))
+    output = _run(path)
+    assert "Created 2" in output and "updated 1" in output
+    assert Product.objects.count() == 3
+    existing.refresh_from_db()
+    assert existing.shop_quantity == 1
+    assert existing.name == full_item(1)["name"]
+    assert Product.objects.get(stock_code="SC-000003").ean == ""
+
+
+def test_csv_is_imported(tmp_path):
+    path = tmp_path / "catalogue.csv"
+    path.write_text(
+        CSV_HEADER
+        + 'A-1,8591,active,4,10.50,9.90,Alpine,true,"9,5"\n'
+        + " A-2 ,,active,-2,5,5,,no,\n",
+        encoding="utf-8",
+    )
+    output = _run(path)
+    assert "Created 2" in output and "updated 0" in output
+    first = Product.objects.get(stock_code="A-1")
+    assert (first.ean, first.shop_quantity, first.catalog_price) == ("8591", 4, Decimal("10.5"))
+    assert first.run_on_flat is True
+    assert first.weight_kg == Decimal("9.5")
+    second = Product.objects.get(stock_code="A-2")
+    assert (second.ean, second.shop_quantity, second.run_on_flat, second.name) == (
+        "",
+        -2,
+        False,
+        None,
+    )
+    # Import again: everything is an update.
+    assert "Created 0, updated 2" in _run(path)
+
+
+def test_bad_csv_row_names_its_line_and_imports_nothing(tmp_path):
+    path = tmp_path / "catalogue.csv"
+    path.write_text(
+        CSV_HEADER
+        + "A-1,,active,4,10,9,,,\n"
+        + "A-2,,active,lots,10,9,,,\n"
+        + "A-3,,active,4,10,9,,,\n"
+    )
+    with pytest.raises(CommandError) as error:
+        _run(path)
+    assert "line 3" in str(error.value)
+    assert "shop_quantity" in str(error.value)
+    assert not Product.objects.exists()
+
+
+def test_bad_json_item_is_named_and_nothing_imported(tmp_path):
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps([full_item(1), full_item(2, season="x" * 40), "oops"]))
+    with pytest.raises(CommandError) as error:
+        _run(path)
+    message = str(error.value)
+    assert "item 1: season" in message
+    assert "item 2: not an object" in message
+    assert not Product.objects.exists()
+
+
+def test_duplicate_key_names_both_lines(tmp_path):
+    path = tmp_path / "catalogue.csv"
+    path.write_text(
+        CSV_HEADER + "A-1,,active,4,10,9,,,\nB,,active,1,1,1,,,\n A-1 ,,active,5,10,9,,,\n"
+    )
+    with pytest.raises(CommandError) as error:
+        _run(path)
+    assert "line 2" in str(error.value) and "line 4" in str(error.value)
+    assert not Product.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("catalogue.json", "{not json"),
+        ("catalogue.json", '{"products": []}'),
+        ("catalogue.txt", "stock_code\nA\n"),
+    ],
+)
+def test_unreadable_files_are_refused(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(CommandError):
+        _run(path)
+
+
+def test_missing_file_is_refused(tmp_path):
+    with pytest.raises(CommandError, match="no such file"):
+        _run(tmp_path / "absent.json")
