@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
@@ -18,6 +19,10 @@ from catalog.pending import (
     pending_resolve_for_products,
 )
 from catalog.services import sync_pause_set
+
+admin.site.site_header = "Stock synchronization back-office"
+admin.site.site_title = "Stock synchronization"
+admin.site.index_title = "Dashboard"
 
 # The partner system owns these: a sync overwrites them, so staff must not edit them by hand.
 ERP_FIELDS = ("stock_code", "ean", "status", "shop_quantity", "catalog_price", "eshop_price")
@@ -105,7 +110,9 @@ class ProductAdmin(admin.ModelAdmin):
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return self.fieldsets
-        return (*self.fieldsets, self.history_fieldset)
+        # Right under the values it explains: "why does the shop show 3?"
+        erp, catalogue = self.fieldsets
+        return (erp, self.history_fieldset, catalogue)
 
     def get_readonly_fields(self, request, obj=None):
         # A new product needs its key and first values; after that the partner system owns them.
@@ -126,7 +133,7 @@ class ProductAdmin(admin.ModelAdmin):
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
                 (
-                    row.changed_at.strftime("%Y-%m-%d %H:%M:%S"),
+                    timezone.localtime(row.changed_at).strftime("%Y-%m-%d %H:%M:%S"),
                     row.get_field_display(),
                     row.old_value if row.old_value is not None else "-",
                     row.new_value if row.new_value is not None else "-",
@@ -372,6 +379,10 @@ class SyncControlAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    def get_model_perms(self, request):
+        # Not listed on the index: the dashboard above the list carries the switch.
+        return {}
 
     def save_model(self, request, obj, form, change):
         # Through the service, so every switch records who flipped it and when.

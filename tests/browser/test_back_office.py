@@ -1,0 +1,196 @@
+"""A staff member works through the back-office in a real browser (Chromium via Playwright).
+
+The partner system's calls are real HTTP requests to the same live server, so what the page
+shows is what a person would see after the ERP spoke.
+"""
+
+import json
+import os
+import re
+import shutil
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from partner_api.keys import api_key_create
+from tests.orders.factories import OrderFactory
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the test makes beside
+# it are still plain synchronous ones.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(settings.BASE_DIR) / "test-output" / "screenshots"
+PASSWORD = "Back-office-test-1"
+TIMEOUT_MS = 20_000
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason=f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def erp(live_server, transactional_db):
+    """Sends product syncs to the live server as the partner system does."""
+    _, key = api_key_create(name="erp")
+
+    def sync(*items: dict, request_id: str) -> dict:
+        request = urllib.request.Request(
+            f"{live_server.url}/api/v1/partner/products/sync",
+            data=json.dumps({"products": list(items), "request_id": request_id}).encode(),
+            headers={"Content-Type": "application/json", "X-API-Key": key},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+            return json.load(response)
+
+    return sync
+
+
+def _screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / name
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def _figure(page, element_id: str) -> str:
+    return " ".join(page.inner_text(f"#{element_id}").split())
+
+
+def _item(**fields) -> dict:
+    return {
+        "stock_code": "WG-205-55-16",
+        "ean": "8591234500016",
+        "status": "active",
+        "catalog_price": 89.9,
+        "eshop_price": 84.5,
+        "name": "Winter Grip 205/55 R16 91H",
+        "brand": "Nordway",
+        "season": "winter",
+        **fields,
+    }
+
+
+def test_staff_resolves_an_unknown_key_and_pauses_sync(live_server, erp, page):
+    User.objects.create_superuser("marta", "marta@example.com", PASSWORD)
+    OrderFactory.create_batch(2)
+    expect = playwright_api.expect
+
+    # Log in: the admin sends an anonymous visitor to its login page first.
+    page.goto(f"{live_server.url}/admin/")
+    expect(page).to_have_url(re.compile(r"/admin/login/\?next=/admin/$"))
+    page.fill("#id_username", "marta")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    expect(page.locator("#sync-dashboard")).to_be_visible()
+    assert _figure(page, "dash-pending-open") == "0"
+    assert _figure(page, "dash-last-sync") == "never"
+    assert _figure(page, "dash-orders-waiting").startswith("2 ")
+
+    # The ERP sends a key the shop does not know.
+    body = erp(_item(shop_quantity=8), request_id="PR-2026-0001")
+    assert (body["success"], body["unknown_products"]) == (True, 1)
+
+    page.reload()
+    assert _figure(page, "dash-pending-open") == "1"
+    assert _figure(page, "dash-last-sync").endswith("ago")
+    dashboard = _screenshot(page, "dashboard.png")
+
+    # Staff create the product from the pending key.
+    page.click("#dash-pending-open a")
+    expect(page.locator("#result_list")).to_contain_text("WG-205-55-16")
+    expect(page.locator("#result_list")).to_contain_text("PR-2026-0001")
+    page.check("#result_list input.action-select")
+    page.select_option("select[name=action]", "create_products")
+    page.click("button[name=index]")
+    expect(page.locator("ul.messagelist")).to_contain_text("Created 1 product(s)")
+
+    page.goto(f"{live_server.url}/admin/")
+    assert _figure(page, "dash-pending-open") == "0"
+
+    # The next sync updates the product, and its page shows the history growing.
+    body = erp(_item(shop_quantity=5, eshop_price=79.9), request_id="SALE-2026-0042")
+    assert (body["success"], body["products_updated"], body["unknown_products"]) == (True, 1, 0)
+
+    page.goto(f"{live_server.url}/admin/catalog/product/?q=WG-205-55-16")
+    page.click("#result_list a:text('WG-205-55-16')")
+    history = page.locator("table.product-history tbody tr")
+    expect(history).to_have_count(2)
+    expect(page.locator("table.product-history")).to_contain_text("Shop quantity")
+    expect(page.locator("table.product-history")).to_contain_text("SALE-2026-0042")
+    expect(page.locator("div.field-shop_quantity .readonly")).to_have_text("5")
+    _screenshot(page, "product.png")
+
+    # Another sync that changes the quantity adds a row.
+    erp(_item(shop_quantity=4, eshop_price=79.9), request_id="SALE-2026-0043")
+    page.reload()
+    expect(history).to_have_count(3)
+
+    # Pausing for a stock take: the API then answers success false and applies nothing.
+    page.goto(f"{live_server.url}/admin/")
+    page.fill("#sync-switch input[name=reason]", "stock take")
+    page.click("#sync-switch button[type=submit]")
+    expect(page.locator("#dash-switch-state")).to_contain_text("Paused by marta")
+    expect(page.locator("#dash-switch-state")).to_contain_text("stock take")
+    _screenshot(page, "dashboard-paused.png")
+
+    body = erp(_item(shop_quantity=1), request_id="SALE-2026-0044")
+    assert body["success"] is False
+    page.goto(f"{live_server.url}/admin/catalog/product/?q=WG-205-55-16")
+    page.click("#result_list a:text('WG-205-55-16')")
+    expect(page.locator("div.field-shop_quantity .readonly")).to_have_text("4")
+
+    # Resuming lets the next sync through again.
+    page.goto(f"{live_server.url}/admin/")
+    page.click("#sync-switch button[type=submit]")
+    expect(page.locator("#dash-switch-state")).to_have_text("Running")
+    assert erp(_item(shop_quantity=1), request_id="SALE-2026-0045")["success"] is True
+
+    assert dashboard.stat().st_size > 0
+    if os.environ.get("UPDATE_README_SCREENSHOT"):
+        shutil.copyfile(dashboard, Path(settings.BASE_DIR) / "docs" / "img" / "dashboard.png")
+
+
+def test_anonymous_visitor_is_sent_to_the_login(live_server, transactional_db, page):
+    page.goto(f"{live_server.url}/admin/catalog/syncaudit/")
+
+    playwright_api.expect(page).to_have_url(
+        re.compile(r"/admin/login/\?next=/admin/catalog/syncaudit/$")
+    )
+    playwright_api.expect(page.locator("#id_username")).to_be_visible()
