@@ -158,18 +158,26 @@ def _csv_value(name: str, value: Any) -> Any:
         if lowered in CSV_FALSE:
             return False
         return value
+    return value
+
+
+def _number(name: str, value: Any) -> Any:
+    """A quantity or price written as text ("12", "89.90") as a JSON number; anything else as is."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
     if name == "shop_quantity":
         try:
-            return int(value)
+            return int(text)
         except ValueError:
             return value
-    if name in {"catalog_price", "eshop_price"}:
-        try:
-            number = Decimal(value)
-        except InvalidOperation:
-            return value
-        return int(number) if number == number.to_integral_value() else float(number)
-    return value
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        return value
+    if not number.is_finite():
+        return value
+    return int(number) if number == number.to_integral_value() else float(number)
 
 
 def _build(
@@ -245,10 +253,12 @@ def _row(record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                     problems.append("stock_code: must not be empty")
                 continue
         elif name == "shop_quantity":
+            value = _number(name, value)
             if not isinstance(value, int) or isinstance(value, bool):
                 problems.append(f"shop_quantity: must be a whole number, got {value!r}")
                 continue
         elif name in ("catalog_price", "eshop_price"):
+            value = _number(name, value)
             if (
                 not isinstance(value, int | float)
                 or isinstance(value, bool)

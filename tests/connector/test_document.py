@@ -158,3 +158,23 @@ def test_an_unknown_suffix_needs_a_format(tmp_path):
     with pytest.raises(DocumentInvalid, match="unknown format"):
         load_document(path)
     assert load_document(path, fmt="json").number == "PR-2026-0001"
+
+
+def test_numbers_written_as_text_are_sent_as_numbers():
+    doc = document(1)
+    doc["rows"][0].update({"shop_quantity": " 7", "catalog_price": "89.90", "eshop_price": "80"})
+
+    parsed = document_from_dict(doc)
+
+    assert parsed.rows[0]["shop_quantity"] == 7
+    assert parsed.rows[0]["catalog_price"] == 89.9
+    assert parsed.rows[0]["eshop_price"] == 80
+
+
+@pytest.mark.parametrize("price", ["Infinity", "NaN", "cheap", "-1"])
+def test_a_price_that_is_not_a_finite_non_negative_number_is_refused(price):
+    doc = document(1)
+    doc["rows"][0]["catalog_price"] = price
+
+    with pytest.raises(DocumentInvalid, match="catalog_price: must be a non-negative number"):
+        document_from_dict(doc)
