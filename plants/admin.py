@@ -12,7 +12,8 @@ class TagAdmin(admin.ModelAdmin):
 @admin.register(Plant)
 class PlantAdmin(admin.ModelAdmin):
     list_display = ("id", "name", "category", "status", "tag_list", "updated_at")
-    list_filter = ("status", "category", "tags")
+    # Only tags some plant carries: a tag removed from every plant stays in its table.
+    list_filter = ("status", "category", ("tags", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "category", "tags__name")
     autocomplete_fields = ("tags",)
     readonly_fields = ("created_at", "updated_at")

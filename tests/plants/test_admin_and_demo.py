@@ -55,6 +55,14 @@ def test_admin_filters_by_tag_and_status(staff_client, garden):
     assert changelist(staff_client, status__exact="sold") == {"Olive"}
 
 
+def test_admin_tag_filter_offers_only_tags_in_use(staff_client, garden):
+    unused = Tag.objects.create(name="unused-tag")
+    page = staff_client.get(reverse("admin:plants_plant_changelist")).content.decode()
+    shade = Tag.objects.get(name="shade")
+    assert f"tags__id__exact={shade.pk}" in page
+    assert f"tags__id__exact={unused.pk}" not in page
+
+
 def test_admin_edits_a_plant(staff_client, garden):
     fern = garden["fern"]
     response = staff_client.get(reverse("admin:plants_plant_change", args=[fern.pk]))
