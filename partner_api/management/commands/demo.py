@@ -1,3 +1,6 @@
+import secrets
+
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.utils import timezone
@@ -11,7 +14,8 @@ from plants import demo as plants_demo
 class Command(BaseCommand):
     help = (
         "Prepare a local demo: migrate the database, load demo data once and print a new "
-        "API key with a ready curl line."
+        "API key with a ready curl line. Creates an admin user with a random password when "
+        "there is no superuser yet."
     )
 
     def add_arguments(self, parser):
@@ -30,10 +34,27 @@ class Command(BaseCommand):
         self.stdout.write(f"  {key}")
         self.stdout.write("Try it:")
         self.stdout.write(
-            f"  curl -s -X PUT {base}/api/v1/partner/products/item "
+            f"  curl -s -w '\\nHTTP %{{http_code}}\\n' -X PUT {base}/api/v1/partner/products/item "
             f"-H 'X-API-Key: {key}' -H 'Content-Type: application/json' "
             """-d '{"stock_code": "PT-205-55-16-W", "ean": "8591234567001", "status": "active", """
             """"shop_quantity": 7, "catalog_price": 89.9, "eshop_price": 84.5, "request_id": "DEMO-1"}'"""
         )
-        self.stdout.write("Create an admin user with: .venv/bin/python manage.py createsuperuser")
         self.stdout.write("")
+        password = self._admin_user()
+        if password:
+            self.stdout.write(f"Admin login (shown once): user admin, password {password}")
+        else:
+            self.stdout.write("Admin: log in with your existing superuser.")
+        self.stdout.write("")
+
+    def _admin_user(self) -> str | None:
+        """Create the superuser "admin" with a random password, unless a superuser exists."""
+        users = get_user_model()
+        if (
+            users.objects.filter(is_superuser=True).exists()
+            or users.objects.filter(username="admin").exists()
+        ):
+            return None
+        password = secrets.token_urlsafe(12)
+        users.objects.create_superuser(username="admin", email="", password=password)
+        return password
