@@ -87,10 +87,6 @@ def _money(value: Decimal) -> float:
     return float(value)
 
 
-def _datetime(value: datetime) -> str:
-    return timezone.localtime(value).isoformat()
-
-
 def _partner_records(rows: list[tuple]) -> list[dict[str, Any]]:
     items_by_order: dict[int, list[dict[str, Any]]] = defaultdict(list)
     order_ids = [row[0] for row in rows]
@@ -112,6 +108,8 @@ def _partner_records(rows: list[tuple]) -> list[dict[str, Any]]:
                     "stock_code": stock_code,
                 }
             )
+    # Datetimes are shown with the offset of the service's time zone.
+    zone = timezone.get_current_timezone()
     records = []
     for (
         order_id,
@@ -137,7 +135,7 @@ def _partner_records(rows: list[tuple]) -> list[dict[str, Any]]:
             {
                 "order_id": order_id,
                 "order_number": order_number,
-                "created_at": _datetime(created_at),
+                "created_at": created_at.astimezone(zone).isoformat(),
                 "status": status,
                 "customer": {
                     "name": name,
