@@ -123,23 +123,48 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
         for record in records:
             order = existing.get(record.order_number) or Order(order_number=record.order_number)
             _apply_record(order, record, now=now)
-            order.save()
             orders.append(order)
+        Order.objects.bulk_create([o for o in orders if o.pk is None], batch_size=500)
+        Order.objects.bulk_update(list(existing.values()), _IMPORTED_FIELDS, batch_size=500)
         OrderItem.objects.filter(order__in=[o.pk for o in existing.values()]).delete()
         OrderItem.objects.bulk_create(
-            OrderItem(
-                order=order,
-                name=item.name,
-                quantity=item.quantity,
-                unit_price=item.unit_price,
-                total=item.total,
-                ean=item.ean,
-                stock_code=item.stock_code,
-            )
-            for order, record in zip(orders, records, strict=True)
-            for item in record.items
+            [
+                OrderItem(
+                    order=order,
+                    name=item.name,
+                    quantity=item.quantity,
+                    unit_price=item.unit_price,
+                    total=item.total,
+                    ean=item.ean,
+                    stock_code=item.stock_code,
+                )
+                for order, record in zip(orders, records, strict=True)
+                for item in record.items
+            ],
+            batch_size=500,
         )
     return orders
+
+
+_IMPORTED_FIELDS = (
+    "created_at",
+    "status",
+    "customer_name",
+    "customer_email",
+    "customer_phone",
+    "customer_ico",
+    "customer_dic",
+    "customer_address",
+    "customer_city",
+    "customer_zip_code",
+    "subtotal",
+    "vat_total",
+    "total",
+    "currency",
+    "partner_sync_status",
+    "partner_reference",
+    "acknowledged_at",
+)
 
 
 def _apply_record(order: Order, record: OrderRecord, *, now) -> None:
