@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -201,5 +202,15 @@ def _progress_bar(total: int, number: str, stream: TextIO):
         from tqdm import tqdm
     except ImportError:  # the connector still works without it, only without a bar
         return None
-    # One update per chunk: no need to throttle redraws.
-    return tqdm(total=total, desc=number, unit="row", file=stream, leave=False, mininterval=0)
+    # One update per chunk: no need to throttle redraws. A terminal that reports no width (a
+    # bare pseudo-terminal) would get an empty bar, hence the fallback width.
+    columns = shutil.get_terminal_size((80, 24)).columns
+    return tqdm(
+        total=total,
+        desc=number,
+        unit="row",
+        file=stream,
+        leave=False,
+        mininterval=0,
+        ncols=columns,
+    )

@@ -118,14 +118,14 @@ class PushResult:
     def summary(self) -> str:
         sent = len(self.chunks)
         lines = [
-            f"Document {self.document} ({self.document_type}, {self.rows} rows, "
-            f"{self.chunks_total} chunk{'s' if self.chunks_total != 1 else ''}): {self.status}",
+            f"Document {self.document} ({self.document_type}, {_count_of(self.rows, 'row')}, "
+            f"{_count_of(self.chunks_total, 'chunk')}): {self.status}",
             f"  products updated {self.products_updated}, unknown products "
             f"{self.unknown_products}, chunks answered {sent} of {self.chunks_total}",
         ]
         for chunk in self.chunks:
             line = (
-                f"  {chunk.label}: {chunk.rows} rows, HTTP {chunk.status_code or '-'}, "
+                f"  {chunk.label}: {_count_of(chunk.rows, 'row')}, HTTP {chunk.status_code or '-'}, "
                 f"updated {chunk.products_updated}, unknown {chunk.unknown_products}"
             )
             if chunk.replayed:
@@ -165,6 +165,10 @@ class PushResult:
                 for chunk in self.chunks
             ],
         }
+
+
+def _count_of(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 class RetriesExhausted(Exception):

@@ -155,7 +155,7 @@ def test_a_csv_document_from_standard_input(config):
     assert code == 0
     assert service.sent[0].method == "PUT"
     assert service.sent[0].data["sync_context"]["source_type"] == "stock_issue"
-    assert "Document ISS-1 (issue, 1 rows, 1 chunk): synced" in out
+    assert "Document ISS-1 (issue, 1 row, 1 chunk): synced" in out
 
 
 def test_a_long_document_shows_a_progress_bar_on_a_terminal(config, tmp_path):
