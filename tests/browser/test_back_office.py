@@ -18,10 +18,6 @@ from django.contrib.auth.models import User
 from partner_api.keys import api_key_create
 from tests.orders.factories import OrderFactory
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the test makes beside
-# it are still plain synchronous ones.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
@@ -48,10 +44,14 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def browser():
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+    # beside it are still plain synchronous ones.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with playwright_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
 
 
 @pytest.fixture
