@@ -4,6 +4,7 @@ import json
 
 import pydantic
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import HttpResponseRedirect
@@ -18,6 +19,7 @@ from catalog.pending import (
     pending_dismiss,
     pending_resolve_for_products,
 )
+from catalog.schemas import NO_NUL_PATTERN
 from catalog.services import sync_pause_set
 
 admin.site.site_header = "Stock synchronization back-office"
@@ -44,7 +46,19 @@ def _changelist_url(model, **filters) -> str:
     return f"{url}?{query}" if query else url
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class NulSafeAdmin(admin.ModelAdmin):
+    """A changelist that answers a NUL character in its filters as Django answers a bad filter.
+
+    PostgreSQL text cannot hold NUL, so a filter value with one would fail in the database.
+    """
+
+    def changelist_view(self, request, extra_context=None):
+        if any("\x00" in key + value for key, values in request.GET.lists() for value in values):
+            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
+        return super().changelist_view(request, extra_context)
+
+
+class ReadOnlyAdmin(NulSafeAdmin):
     """Records of what happened: nobody adds, changes or deletes them in the admin."""
 
     def has_add_permission(self, request) -> bool:
@@ -58,7 +72,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(NulSafeAdmin):
     list_display = (
         "stock_code",
         "ean",
@@ -174,7 +188,7 @@ def _audit_label(audit: SyncAudit | None) -> str:
 
 
 @admin.register(PendingProduct)
-class PendingProductAdmin(admin.ModelAdmin):
+class PendingProductAdmin(NulSafeAdmin):
     list_display = (
         "stock_code",
         "ean",
@@ -365,7 +379,7 @@ class PauseForm(pydantic.BaseModel):
     """The dashboard's pause switch as posted."""
 
     paused: bool
-    reason: str = pydantic.Field(default="", max_length=255)
+    reason: str = pydantic.Field(default="", max_length=255, pattern=NO_NUL_PATTERN)
 
 
 @admin.register(SyncControl)

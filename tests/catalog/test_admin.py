@@ -488,6 +488,34 @@ class TestAudits:
         assert (row.new_value, pending.state) == ("2", PendingProduct.State.OPEN)
 
 
+@pytest.mark.parametrize(
+    ("url_name", "query"),
+    [
+        ("admin:catalog_product_changelist", {"brand": "Vel\x00ox"}),
+        ("admin:catalog_product_changelist", {"q": "\x00"}),
+        ("admin:catalog_syncaudit_changelist", {"source_type": "\x00"}),
+        ("admin:catalog_pendingproduct_changelist", {"last_request_id": "\x00"}),
+        ("admin:catalog_producthistory_changelist", {"source": "\x00"}),
+    ],
+)
+def test_a_nul_character_in_a_filter_is_a_bad_filter_not_an_error(boss_client, url_name, query):
+    url = reverse(url_name)
+
+    response = boss_client.get(url, query)
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{url}?e=1"
+
+
+def test_a_nul_character_in_the_pause_reason_changes_nothing(boss_client):
+    response = boss_client.post(
+        reverse("admin:catalog_synccontrol_switch"), {"paused": "true", "reason": "a\x00b"}
+    )
+
+    assert response.status_code == 302
+    assert not SyncControl.objects.exists()
+
+
 def test_operators_group_permissions():
     codenames = set(
         Group.objects.get(name=OPERATORS).permissions.values_list("codename", flat=True)
