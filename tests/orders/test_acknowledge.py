@@ -125,6 +125,7 @@ class TestValidation:
         "order_id", ["abc", "1.5", "1e3", "-1", "0", "99999999999999999999", "%20"]
     )
     def test_non_integer_or_impossible_order_id_is_422(self, api_client, order_id):
+        # Written out: reverse() would quote "%20" again.
         response = api_client.post(
             f"/api/v1/partner/orders/{order_id}/acknowledge",
             {"partner_reference": "FA-1"},

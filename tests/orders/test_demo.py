@@ -1,4 +1,5 @@
 import pytest
+from django.urls import reverse
 
 from orders import demo
 from orders.models import Order
@@ -14,7 +15,7 @@ def test_seed_creates_partner_orders_and_a_legacy_order_once(api_client):
     assert statuses == ["None", "acknowledged", "pending_partner", "pending_partner"]
     assert all(order.items.exists() for order in Order.objects.all())
 
-    poll = api_client.get("/api/v1/partner/orders", {"partner_status": "all"}).json()
+    poll = api_client.get(reverse("partner_api:orders-poll"), {"partner_status": "all"}).json()
     assert poll["count"] == 3
     assert all(item["stock_code"] for o in poll["orders"] for item in o["items"])
 

@@ -5,6 +5,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from orders.models import Order, OrderItem
 from tests.orders.factories import OrderFactory
@@ -95,14 +96,14 @@ def test_absent_partner_status_is_a_legacy_order_the_partner_never_sees(write, a
     order = Order.objects.get()
     assert order.partner_sync_status is None
     assert order.currency == "EUR"
-    poll = api_client.get("/api/v1/partner/orders", {"partner_status": "all"})
+    poll = api_client.get(reverse("partner_api:orders-poll"), {"partner_status": "all"})
     assert poll.json()["count"] == 0
 
 
 def test_imported_order_is_polled_as_it_was_written(write, api_client):
     record = order_record()
     run(write([record]))
-    polled = api_client.get("/api/v1/partner/orders").json()["orders"][0]
+    polled = api_client.get(reverse("partner_api:orders-poll")).json()["orders"][0]
     polled.pop("order_id")
     assert polled == {**record, "created_at": "2026-03-01T08:30:00+00:00"}
 
