@@ -89,13 +89,12 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
     change is kept as product history with source "pending", linked to the audit of the call
     that sent it.
     """
-    wanted = {p.pk for p in products if p.pk is not None}
-    if not wanted:
+    products = [p for p in products if p.pk is not None]
+    if not products:
         return 0
+    wanted = {p.pk for p in products}
+    codes = {p.stock_code for p in products}
     with transaction.atomic():
-        codes = set(
-            Product.objects.filter(pk__in=wanted).values_list("stock_code", flat=True).distinct()
-        )
         pendings = list(
             PendingProduct.objects.select_for_update()
             .filter(state=PendingProduct.State.OPEN, stock_code__in=codes)
@@ -150,7 +149,9 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
     )
 
 
-def _apply_payload(product: Product, item: ProductItem, *, pending: PendingProduct, now) -> None:
+def _apply_payload(
+    product: Product, item: ProductItem, *, pending: PendingProduct, now: datetime
+) -> None:
     audit_id = _source_audit_id(pending)
     history = []
     for name in TRACKED_FIELDS:
@@ -253,11 +254,11 @@ def pending_dismiss(*, pending_ids: Iterable[int], by: str) -> int:
 def pending_rematch_all(*, by: str) -> int:
     """Resolve every open pending key that a product now answers; returns how many."""
     codes = PendingProduct.objects.filter(state=PendingProduct.State.OPEN).values("stock_code")
-    products = Product.objects.filter(stock_code__in=codes).only("pk")
+    products = Product.objects.filter(stock_code__in=codes).only("pk", "stock_code")
     return pending_resolve_for_products(products=products, by=by)
 
 
-def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now) -> int:
+def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: datetime) -> int:
     """Close open pending keys that a sync just answered by EAN; returns how many.
 
     `matched` holds (ean, stock_code, product pk) of the items the sync applied with an EAN. The
