@@ -146,8 +146,14 @@ class ProductItem(BaseModel):
         return (self.ean or "", self.stock_code)
 
     def payload(self) -> dict[str, Any]:
-        """The item as JSON-ready data, with the fields that were sent."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The item's own fields as JSON-ready data, those that were sent.
+
+        Subclasses that carry request fields (request_id, sync_context) leave them out.
+        """
+        return self.model_dump(mode="json", exclude_none=True, include=_ITEM_FIELDS)
+
+
+_ITEM_FIELDS = frozenset(ProductItem.model_fields)
 
 
 class SourceType(StrEnum):

@@ -11,6 +11,7 @@ from django.db import DatabaseError, connection
 from django.http import JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, permissions
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -25,6 +26,7 @@ from catalog.services import (
     sync_audit_create,
     sync_max_items,
 )
+from partner_api.authentication import ApiKeyAuthentication
 from partner_api.exceptions import RequestInvalid, problems_from_pydantic
 from partner_api.schemas import (
     BatchSyncRequest,
@@ -62,10 +64,23 @@ def _is_stock_code_missing(problem: Problem) -> bool:
     return problem.type == "string_type" and problem.input is None
 
 
+class JSONOnlyNegotiation(DefaultContentNegotiation):
+    """Answer JSON whatever the Accept header says.
+
+    The API has no other representation, and a 406 raised before authentication would hide
+    the 401 of a missing key or the detail of a validation error.
+    """
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class SyncView(APIView):
     """Common path of the two synchronization operations: validate, call the service, audit."""
 
+    authentication_classes = (ApiKeyAuthentication,)
     permission_classes = (permissions.IsAuthenticated,)
+    content_negotiation_class = JSONOnlyNegotiation
     endpoint: str
     request_model: type[pydantic.BaseModel]
     validation_status = 400

@@ -74,3 +74,24 @@ def test_validation_error_shape(api_client):
     assert entry["msg"]
     assert entry["input"] == "s" * 40
     assert entry["ctx"] == {"max_length": 32}
+
+
+@pytest.mark.parametrize("accept", ["text/html", "text/csv", "application/xml;q=1"])
+def test_accept_header_never_hides_the_answer(api_client, anon_client, accept):
+    assert (
+        api_client.post(
+            reverse("partner_api:products-sync"),
+            data=json.dumps({"products": []}),
+            content_type="application/json",
+            HTTP_ACCEPT=accept,
+        ).status_code
+        == 200
+    )
+    response = anon_client.post(
+        reverse("partner_api:products-sync"),
+        data="{}",
+        content_type="application/json",
+        HTTP_ACCEPT=accept,
+    )
+    assert response.status_code == 401
+    assert response.json()["detail"]

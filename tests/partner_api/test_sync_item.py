@@ -55,6 +55,7 @@ def test_unknown_key_is_400_and_recorded(api_client):
     assert (pending.stock_code, pending.ean, pending.reason) == ("NOPE", "123", "unknown")
     assert pending.last_request_id == "S-9"
     assert pending.payload["shop_quantity"] == 2
+    assert "request_id" not in pending.payload
     assert not Product.objects.exists()
     audit = SyncAudit.objects.get()
     assert (audit.outcome, audit.status_code, audit.unknown_products) == ("refused", 400, 1)
