@@ -27,7 +27,7 @@ from catalog.services import (
     sync_max_items,
 )
 from partner_api.authentication import ApiKeyAuthentication
-from partner_api.exceptions import RequestInvalid, problems_from_pydantic
+from partner_api.exceptions import RequestInvalid, ServiceUnavailable, problems_from_pydantic
 from partner_api.schemas import (
     BatchSyncRequest,
     ErrorBody,
@@ -281,5 +281,10 @@ def healthz(request):
             cursor.execute("SELECT 1")
             cursor.fetchone()
     except DatabaseError:
-        return JsonResponse({"status": "unavailable", "database": "down"}, status=503)
+        response = JsonResponse(
+            {"detail": str(ServiceUnavailable.default_detail), "status": "unavailable"},
+            status=503,
+        )
+        response["Retry-After"] = "5"
+        return response
     return JsonResponse({"status": "ok", "database": "up"})

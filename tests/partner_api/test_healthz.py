@@ -21,3 +21,5 @@ def test_healthz_is_503_when_the_database_fails(client):
         response = client.get(reverse("healthz"))
     assert response.status_code == 503
     assert response["Content-Type"].startswith("application/json")
+    assert "database" in response.json()["detail"].lower()
+    assert response["Retry-After"]
