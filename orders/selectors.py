@@ -12,7 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, QuerySet
 from django.utils import timezone
 
 from orders.models import Order, OrderItem
@@ -43,9 +43,6 @@ _ORDER_COLUMNS = (
     "partner_reference",
 )
 _ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "stock_code")
-# Far below every database's limit on query parameters; a larger poll costs one more query
-# per chunk.
-_ITEM_QUERY_CHUNK = 10_000
 
 
 def orders_for_partner(
@@ -60,7 +57,9 @@ def orders_for_partner(
     if since is not None:
         orders = orders.filter(created_at__gte=since)
     rows = orders.order_by("created_at", "id").values_list(*_ORDER_COLUMNS)
-    return _partner_records(list(rows))
+    # The items are selected by the same conditions (a join), not by a list of a thousand ids.
+    items = OrderItem.objects.filter(order__in=orders.values("pk"))
+    return _partner_records(list(rows), items)
 
 
 def order_for_partner(*, order_id: int) -> dict[str, Any] | None:
@@ -70,7 +69,7 @@ def order_for_partner(*, order_id: int) -> dict[str, Any] | None:
             *_ORDER_COLUMNS
         )
     )
-    records = _partner_records(rows)
+    records = _partner_records(rows, OrderItem.objects.filter(order_id=order_id))
     return records[0] if records else None
 
 
@@ -87,16 +86,10 @@ def _money(value: Decimal) -> float:
     return float(value)
 
 
-def _partner_records(rows: list[tuple]) -> list[dict[str, Any]]:
+def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict[str, Any]]:
     items_by_order: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    order_ids = [row[0] for row in rows]
-    for start in range(0, len(order_ids), _ITEM_QUERY_CHUNK):
-        chunk = order_ids[start : start + _ITEM_QUERY_CHUNK]
-        item_rows = (
-            OrderItem.objects.filter(order_id__in=chunk)
-            .order_by("order_id", "id")
-            .values_list(*_ITEM_COLUMNS)
-        )
+    if rows:
+        item_rows = items.order_by("order_id", "id").values_list(*_ITEM_COLUMNS)
         for order_id, name, quantity, unit_price, total, ean, stock_code in item_rows:
             items_by_order[order_id].append(
                 {
