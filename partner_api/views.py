@@ -282,7 +282,11 @@ def healthz(request):
             cursor.fetchone()
     except DatabaseError:
         response = JsonResponse(
-            {"detail": str(ServiceUnavailable.default_detail), "status": "unavailable"},
+            {
+                "detail": str(ServiceUnavailable.default_detail),
+                "status": "unavailable",
+                "database": "down",
+            },
             status=503,
         )
         response["Retry-After"] = "5"

@@ -11,7 +11,7 @@ from django.urls import reverse
 def test_healthz_is_200_without_a_key(client):
     response = client.get(reverse("healthz"))
     assert response.status_code == 200
-    assert response.json()["status"] == "ok"
+    assert response.json() == {"status": "ok", "database": "up"}
 
 
 @pytest.mark.django_db
@@ -22,4 +22,5 @@ def test_healthz_is_503_when_the_database_fails(client):
     assert response.status_code == 503
     assert response["Content-Type"].startswith("application/json")
     assert "database" in response.json()["detail"].lower()
+    assert response.json()["database"] == "down"
     assert response["Retry-After"]
