@@ -16,6 +16,7 @@ install: $(BIN)/python
 # A fresh random secret per run unless DJANGO_SECRET_KEY is set (sessions do not survive a restart).
 run: install
 	@export DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}"; \
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0 && \
 	$(BIN)/python manage.py demo --port $(PORT) && \
 	exec $(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT)
 
