@@ -2,11 +2,17 @@
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from connector.cli import main
 from tests.connector.fakes import FakeService, document
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Terminal(io.StringIO):
@@ -189,3 +195,24 @@ def test_help_describes_the_exit_statuses(capsys):
 
     assert caught.value.code == 0
     assert "0 synced, 1 partial" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_connector_runs_without_django():
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['connector', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('connector', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "loaded = [m for m in sys.modules if m == 'django' or m.startswith('django.')]\n"
+        "assert not loaded, loaded\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "push" in done.stdout
