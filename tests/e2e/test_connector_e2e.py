@@ -107,10 +107,16 @@ def test_a_document_with_unknown_keys_ends_partial(service, tmp_path):
     assert pending == [("NOPE-1", "PR-E2E-PARTIAL"), ("NOPE-2", "PR-E2E-PARTIAL")]
 
 
-def test_a_single_sale_row_goes_through_the_single_item_operation(service, tmp_path):
-    done = service.connector(
-        "push", write_document(tmp_path, "SALE-E2E-1", [row("SM-00002", 8)], type="sale")
+def test_a_single_sale_row_in_csv_goes_through_the_single_item_operation(service, tmp_path):
+    path = tmp_path / "SALE-E2E-1.csv"
+    path.write_text(
+        "document_number,document_type,document_state,stock_code,status,shop_quantity,"
+        "catalog_price,eshop_price,season\n"
+        "SALE-E2E-1,sale,posted,SM-00002,active,8,100,90,\n",
+        encoding="utf-8",
     )
+
+    done = service.connector("push", str(path))
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert service.query(
