@@ -547,6 +547,9 @@ def _unresolved_problem(item: ProductItem, reason: str) -> Problem:
     )
 
 
+IMPORT_CHUNK = 1000
+
+
 @dataclass
 class ImportResult:
     created: int
@@ -558,31 +561,39 @@ def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
     problems = duplicate_key_problems(items)
     if problems:
         raise ItemsRefused(problems)
+    # Chunked lookups: SQLite refuses statements with more than about 32k parameters.
+    codes = sorted({item.stock_code for item in items})
+    chunks = [codes[i : i + IMPORT_CHUNK] for i in range(0, len(codes), IMPORT_CHUNK)]
     with transaction.atomic():
         existing = {
             (p.ean, p.stock_code): p
-            for p in Product.objects.select_for_update().filter(
-                stock_code__in={item.stock_code for item in items}
-            )
+            for chunk in chunks
+            for p in Product.objects.select_for_update().filter(stock_code__in=chunk)
         }
-        created = updated = 0
         now = timezone.now()
+        new_products = []
+        changed = []
         for item in items:
             values = {name: getattr(item, name) for name in VALUE_FIELDS}
             product = existing.get(item.key)
             if product is None:
                 values = {k: v for k, v in values.items() if v is not None}
-                Product.objects.create(ean=item.ean or "", stock_code=item.stock_code, **values)
-                created += 1
+                new_products.append(
+                    Product(ean=item.ean or "", stock_code=item.stock_code, **values)
+                )
             else:
                 for name, value in values.items():
                     if value is not None:
                         setattr(product, name, value)
                 product.updated_at = now
-                product.save()
-                updated += 1
-        pending_resolve_for_products(
-            products=Product.objects.filter(stock_code__in={item.stock_code for item in items}),
-            by="import",
+                changed.append(product)
+        Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)
+        Product.objects.bulk_update(
+            changed, (*VALUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
         )
+        for chunk in chunks:
+            pending_resolve_for_products(
+                products=Product.objects.filter(stock_code__in=chunk), by="import"
+            )
+        created, updated = len(new_products), len(changed)
     return ImportResult(created=created, updated=updated)

@@ -117,3 +117,25 @@ def test_unreadable_files_are_refused(tmp_path, name, content):
 def test_missing_file_is_refused(tmp_path):
     with pytest.raises(CommandError, match="no such file"):
         _run(tmp_path / "absent.json")
+
+
+def test_large_file_in_chunks(tmp_path):
+    Product.objects.bulk_create(
+        Product(
+            stock_code=f"SC-{i:06d}",
+            ean=f"859{i:010d}",
+            status="old",
+            shop_quantity=0,
+            catalog_price=Decimal("1"),
+            eshop_price=Decimal("1"),
+            brand="Kept",
+        )
+        for i in range(1200)
+    )
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps([full_item(i, brand=None) for i in range(2500)]))
+    assert "Created 1300, updated 1200" in _run(path)
+    assert Product.objects.count() == 2500
+    product = Product.objects.get(stock_code="SC-001199")
+    assert (product.status, product.shop_quantity, product.brand) == ("active", 1199 % 50, "Kept")
+    assert Product.objects.get(stock_code="SC-002499").name == full_item(2499)["name"]
