@@ -55,7 +55,8 @@ def _decimal_comma(value: Any) -> Any:
 StockCode = _text(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1)
 Ean = _text(m.EAN_MAX_LENGTH, strip=True)
 Text = _text(m.TEXT_MAX_LENGTH)
-Quantity = Annotated[int, BeforeValidator(_refuse_bool_as_number), Field(ge=-(2**31), le=2**31 - 1)]
+# Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
+Quantity = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_refuse_bool_as_number)]
 Price = Annotated[
     Decimal,
     Field(
@@ -67,13 +68,13 @@ Price = Annotated[
 ]
 Weight = Annotated[
     Decimal,
-    BeforeValidator(_decimal_comma),
     Field(
         ge=0,
         max_digits=m.WEIGHT_MAX_DIGITS,
         decimal_places=m.WEIGHT_DECIMAL_PLACES,
         allow_inf_nan=False,
     ),
+    BeforeValidator(_decimal_comma),
 ]
 
 # Fields every item sets, and optional catalogue fields that are left as they are when absent

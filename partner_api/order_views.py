@@ -12,6 +12,7 @@ from orders.selectors import order_for_partner, orders_for_partner
 from orders.services import OrderAlreadyAcknowledged, OrderNotFound, order_acknowledge
 from partner_api.exceptions import Conflict, RequestInvalid, problems_from_pydantic
 from partner_api.order_schemas import (
+    ORDER_ID_MAX,
     AcknowledgeRequest,
     Order,
     OrderList,
@@ -43,7 +44,13 @@ class OrderPollView(APIView):
         parameters=[
             OpenApiParameter(
                 "since",
-                OpenApiTypes.STR,
+                {
+                    "anyOf": [
+                        {"type": "string", "format": "date"},
+                        {"type": "string", "format": "date-time"},
+                        {"type": "string", "maxLength": 0},
+                    ]
+                },
                 OpenApiParameter.QUERY,
                 required=False,
                 description=(
@@ -129,7 +136,7 @@ class OrderAcknowledgeView(APIView):
         parameters=[
             OpenApiParameter(
                 "order_id",
-                OpenApiTypes.INT64,
+                {"type": "integer", "minimum": 1, "maximum": ORDER_ID_MAX},
                 OpenApiParameter.PATH,
                 description="Internal order identifier (order_id of the poll).",
             )

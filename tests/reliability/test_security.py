@@ -400,3 +400,12 @@ def test_admin_and_swagger_assets_are_served_by_the_app():
     assert b"/static/drf_spectacular_sidecar/swagger-ui-dist/" in docs.content
     bundle = client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     assert bundle.status_code == 200
+
+
+@pytest.mark.django_db
+@override_settings(SECURE_SSL_REDIRECT=True)
+def test_https_redirect_spares_only_the_health_check(api_client):
+    assert Client().get("/healthz").status_code == 200
+    response = sync(api_client, {"products": []})
+    assert response.status_code == 301
+    assert response["Location"].startswith("https://")
