@@ -9,6 +9,7 @@ and lose nothing (the database is checked row by row against what was sent).
 import itertools
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.e2e.reliability_harness import call, item, site
+from tests.e2e.reliability_harness import call, item, manage, site
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -335,3 +336,41 @@ def test_two_instances_under_mixed_load_answer_no_5xx_and_lose_nothing(live):
         )
     )
     assert stored == ledger.acknowledged
+
+
+def test_throttling_counts_across_app_servers_through_the_database_cache(live):
+    manage({**live.env, "CACHE_URL": "db://throttle_cache"}, "createcachetable")
+    live.seed_products("TH", 1)
+    body = {"products": [item("TH-00000", 1)]}
+    throttled = {"API_KEY_THROTTLE_RATE": "5/min", "CACHE_URL": "db://throttle_cache"}
+    with (
+        live.gunicorn(workers=2, name="throttled-1", **throttled) as one,
+        live.gunicorn(workers=2, name="throttled-2", **throttled) as two,
+    ):
+        # Alternating between two servers: one shared budget of 5 for the key.
+        replies = [
+            call(server.base_url, "POST", SYNC, key=live.api_key, body=body)
+            for server in [one, two] * 4
+        ]
+    assert [r.status for r in replies] == [200] * 5 + [429] * 3
+    for reply in replies[5:]:
+        assert 1 <= int(reply.headers["Retry-After"]) <= 60
+        assert "throttled" in reply.json()["detail"]
+
+
+def test_gunicorn_serves_the_admin_and_swagger_ui_assets_itself(live):
+    base = live.server.base_url
+    docs = call(base, "GET", "/api/docs/")
+    assert docs.status == 200
+    assets = set(re.findall(r'(?:src|href)="(/static/[^"]+)"', docs.body.decode()))
+    assert any("swagger-ui-bundle" in a for a in assets), assets
+    login = call(base, "GET", "/admin/login/")
+    assert login.status == 200
+    assets |= set(re.findall(r'(?:src|href)="(/static/[^"]+)"', login.body.decode()))
+    for asset in sorted(assets):
+        reply = call(base, "GET", asset)
+        assert reply.status == 200, asset
+        assert reply.body
+    css = call(base, "GET", "/static/admin/css/base.css")
+    assert css.headers["Content-Type"].startswith("text/css")
+    assert call(base, "GET", "/api/schema/").status == 200
