@@ -20,9 +20,9 @@ bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{_int('PORT', 8000)}"
 workers = _int("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8))
 worker_class = "sync"
 
-# A 5000-item batch takes a few seconds; waiting for row locks of an overlapping batch can add
-# as much again. A worker is only killed when it is clearly stuck: its transaction is then
-# rolled back by PostgreSQL, so nothing is left half-applied.
+# A 5000-item batch is about a second of work on two cores; waiting for the row locks of
+# overlapping batches, on a busy database, can add many times that. A worker is only killed when
+# it is clearly stuck: its transaction is then rolled back, so nothing is left half-applied.
 timeout = _int("GUNICORN_TIMEOUT", 120)
 # On a restart (deploy, SIGHUP) a running batch gets this long to finish before it is cut.
 graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 60)
