@@ -9,7 +9,7 @@ import orjson
 import pydantic
 from django.db import DatabaseError, connection
 from django.http import JsonResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, permissions
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
@@ -202,6 +202,15 @@ class SyncView(APIView):
             logger.exception("could not write the audit row of a refused sync")
 
 
+REPLAYED_HEADER = OpenApiParameter(
+    "Idempotent-Replayed",
+    str,
+    OpenApiParameter.HEADER,
+    response=[200],
+    enum=["true"],
+    description="Present when the response is the stored answer to an earlier identical request.",
+)
+
 SYNC_RESPONSES = {
     200: OpenApiResponse(
         SyncResponse,
@@ -240,6 +249,7 @@ class ProductSyncView(SyncView):
                 ValidationErrorBody, description="stock_code missing or empty in an item."
             ),
         },
+        parameters=[REPLAYED_HEADER],
         tags=["products"],
     )
     def post(self, request):
@@ -268,6 +278,7 @@ class ProductItemView(SyncView):
             ),
             422: OpenApiResponse(ValidationErrorBody, description="stock_code missing or empty."),
         },
+        parameters=[REPLAYED_HEADER],
         tags=["products"],
     )
     def put(self, request):

@@ -30,6 +30,7 @@ def test_both_operations_are_documented(schema, path, method):
     assert set(operation["responses"]) >= {"200", "400", "401", "413", "415", "422"}
     assert operation["requestBody"]["content"]["application/json"]["schema"]
     assert {"ApiKeyAuth": []} in operation["security"]
+    assert "Idempotent-Replayed" in operation["responses"]["200"]["headers"]
     for status in ("400", "422"):
         body = operation["responses"][status]["content"]["application/json"]["schema"]
         assert body["$ref"].endswith("/ValidationErrorBody")
