@@ -314,6 +314,7 @@ def test_two_instances_under_mixed_load_answer_no_5xx_and_lose_nothing(live):
                 future.result(timeout=LOAD_SECONDS + 300)
         assert "Traceback" not in second.log_text()
 
+    print(f"mixed load over {LOAD_SECONDS:.0f} s, statuses: {dict(ledger.statuses)}")
     assert not ledger.errors, ledger.errors[:5]
     assert not ledger.unexpected, ledger.unexpected[:5]
     assert not [s for s in ledger.statuses if s >= 500]

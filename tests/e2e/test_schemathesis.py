@@ -2,8 +2,8 @@
 status, header and body documented and conforming, invalid input refused, valid input accepted
 (tests/e2e/schemathesis.toml enables them all and names the few exceptions, with reasons).
 
-Bounded: a few examples per operation and a time budget (E2E_SCHEMATHESIS_EXAMPLES and
-E2E_SCHEMATHESIS_SECONDS raise them for a longer run).
+Bounded by a number of examples per operation, with a fixed seed so that a run is repeatable
+(E2E_SCHEMATHESIS_EXAMPLES raises it for a longer run), and by a time limit on the process.
 """
 
 import os
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 SCHEMATHESIS = str(Path(PYTHON).with_name("schemathesis"))
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 EXAMPLES = os.environ.get("E2E_SCHEMATHESIS_EXAMPLES", "25")
-SECONDS = os.environ.get("E2E_SCHEMATHESIS_SECONDS", "60")
+TIME_LIMIT = int(os.environ.get("E2E_SCHEMATHESIS_TIME_LIMIT", "600"))
 
 
 def test_the_api_conforms_to_its_own_schema(tmp_path):
@@ -38,8 +38,6 @@ def test_the_api_conforms_to_its_own_schema(tmp_path):
                 f"X-API-Key: {s.api_key}",
                 "--max-examples",
                 EXAMPLES,
-                "--max-time",
-                SECONDS,
                 # One worker: hypothesis describes strategies by parsing source, which is not
                 # safe across threads on every Python version.
                 "--workers",
@@ -60,7 +58,7 @@ def test_the_api_conforms_to_its_own_schema(tmp_path):
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             capture_output=True,
             text=True,
-            timeout=int(SECONDS) + 300,
+            timeout=TIME_LIMIT,
         )
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-20000:]
