@@ -85,6 +85,13 @@ RAW_CASES = [
         "json_invalid",
     ),
     (
+        "raw-surrogate-bytes",
+        ITEM,
+        json.dumps(item(name="x"), ensure_ascii=False).replace('"x"', '"\ud800"'),
+        400,
+        "json_invalid",
+    ),
+    (
         "surrogate-pair-reversed",
         ITEM,
         json.dumps(item(name="x")).replace('"x"', '"\\ude00\\ud83d"'),
