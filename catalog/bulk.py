@@ -9,7 +9,7 @@ the database's own work. A few rows, and every write on SQLite, go through `exec
 """
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -76,29 +76,63 @@ def _copy(cursor, table: str, fields: Sequence[models.Field], rows: Sequence[Seq
 
 
 def bulk_update_rows(
-    model: type[models.Model], field_names: Sequence[str], rows: Sequence[Sequence[Any]]
+    model: type[models.Model],
+    field_names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    keep_when_null: Collection[str] = (),
+    changed_only: Collection[str] = (),
 ) -> None:
-    """Set `field_names` of each row `(pk, *values)`; must run inside a transaction."""
+    """Set `field_names` of each row `(pk, *values)`; must run inside a transaction.
+
+    A null value of a field in `keep_when_null` leaves the stored value as it is. When
+    `changed_only` names fields, a row is written only if one of them would change: the
+    database compares, so the rows need not be read first.
+    """
     if not rows:
         return
     pk = model._meta.pk
     fields = _fields(model, field_names)
     table = _qn(model._meta.db_table)
+    keep = set(keep_when_null)
+    compared = [f for f in fields if f.name in set(changed_only)]
     with connection.cursor() as cursor:
         if _use_copy(rows):
             source = _copy_to_temp(cursor, [pk, *fields], rows)
-            assignments = ", ".join(
-                f"{_qn(f.column)} = {_select_expression(f, 'v')}" for f in fields
+
+            def value(f: models.Field) -> str:
+                new = _select_expression(f, "v")
+                return f"COALESCE({new}, {table}.{_qn(f.column)})" if f.name in keep else new
+
+            assignments = ", ".join(f"{_qn(f.column)} = {value(f)}" for f in fields)
+            condition = " OR ".join(
+                f"{table}.{_qn(f.column)} IS DISTINCT FROM {value(f)}" for f in compared
             )
             cursor.execute(
                 f"UPDATE {table} SET {assignments} FROM {source} AS v "
                 f"WHERE {table}.{_qn(pk.column)} = v.{_qn(pk.column)}"
+                + (f" AND ({condition})" if condition else "")
             )
         else:
-            assignments = ", ".join(f"{_qn(f.column)} = {_placeholder(f)}" for f in fields)
+
+            def value(f: models.Field) -> str:
+                new = _placeholder(f)
+                return f"COALESCE({new}, {_qn(f.column)})" if f.name in keep else new
+
+            assignments = ", ".join(f"{_qn(f.column)} = {value(f)}" for f in fields)
+            condition = " OR ".join(
+                f"{_qn(f.column)} IS DISTINCT FROM {value(f)}" for f in compared
+            )
+            positions = {f.name: i for i, f in enumerate(fields)}
             cursor.executemany(
-                f"UPDATE {table} SET {assignments} WHERE {_qn(pk.column)} = %s",
-                [[_plain_value(v) for v in row[1:]] + [row[0]] for row in rows],
+                f"UPDATE {table} SET {assignments} WHERE {_qn(pk.column)} = %s"
+                + (f" AND ({condition})" if condition else ""),
+                [
+                    [_plain_value(v) for v in row[1:]]
+                    + [row[0]]
+                    + [_plain_value(row[1 + positions[f.name]]) for f in compared]
+                    for row in rows
+                ],
             )
 
 

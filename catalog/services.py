@@ -305,7 +305,13 @@ def _products_sync(
         unknown=unknown,
         **audit_fields,
     )
-    bulk_update_rows(Product, (*VALUE_FIELDS, "updated_at"), updates)
+    bulk_update_rows(
+        Product,
+        (*VALUE_FIELDS, "updated_at"),
+        updates,
+        keep_when_null=OPTIONAL_FIELDS,
+        changed_only=VALUE_FIELDS,
+    )
     bulk_insert_rows(
         ProductHistory,
         ("product", "audit", "field", "old_value", "new_value", "changed_at", "source"),
@@ -392,11 +398,14 @@ def _db_datetime(value):
 def _resolve(items: Sequence[ProductItem]) -> _Resolution:
     """Match each item to its product, locking the products in primary-key order."""
     stock_codes = sorted({item.stock_code for item in items})
+    # Only the tracked fields are read (for history); the database itself compares the rest
+    # when it writes. FOR NO KEY UPDATE: no key column changes, and history rows inserted by
+    # another transaction need not wait for this one.
     rows = (
         Product.objects.filter(stock_code__in=stock_codes)
         .order_by("pk")
-        .select_for_update()
-        .values_list("pk", "ean", "stock_code", *VALUE_FIELDS)
+        .select_for_update(no_key=True)
+        .values_list("pk", "ean", "stock_code", *TRACKED_FIELDS)
     )
     by_key: dict[tuple[str, str], tuple] = {}
     by_code: dict[str, list[tuple]] = defaultdict(list)
@@ -441,43 +450,24 @@ def _display(value: Any) -> str | None:
     return str(value)
 
 
-_TRACKED_POSITIONS = tuple(VALUE_FIELDS.index(name) for name in TRACKED_FIELDS)
-_OPTIONAL = frozenset(OPTIONAL_FIELDS)
-
-
 def _changes(
     matched: Iterable[tuple[ProductItem, tuple]], *, now
 ) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
-    """The update rows of the products that change, and their history entries."""
+    """The update row of every matched product, and history entries for its tracked fields.
+
+    Optional fields that were not sent stay None here and keep their stored value in the
+    update; the update skips products where nothing would change.
+    """
     updates: list[tuple] = []
     history: list[tuple[int, str, str | None, str | None]] = []
     for item, row in matched:
-        current = row[3:]
-        sent = item.__dict__
-        new = []
-        changed = False
-        for position, name in enumerate(VALUE_FIELDS):
-            value = sent[name]
-            old = current[position]
-            if value is None and name in _OPTIONAL:
-                value = old
-            elif value != old:
-                changed = True
-            new.append(value)
-        if not changed:
-            continue
         pk = row[0]
-        for position in _TRACKED_POSITIONS:
-            if new[position] != current[position]:
-                history.append(
-                    (
-                        pk,
-                        VALUE_FIELDS[position],
-                        _display(current[position]),
-                        _display(new[position]),
-                    )
-                )
-        updates.append((pk, *new, now))
+        sent = item.__dict__
+        for name, old in zip(TRACKED_FIELDS, row[3:], strict=True):
+            new = sent[name]
+            if new != old:
+                history.append((pk, name, _display(old), _display(new)))
+        updates.append((pk, *[sent[name] for name in VALUE_FIELDS], now))
     return updates, history
 
 
