@@ -24,7 +24,7 @@ from partner_api.order_schemas import (
 from partner_api.schemas import ErrorBody, ValidationErrorBody
 from partner_api.views import ERROR_RESPONSES
 
-UNAUTHORIZED = {401: ERROR_RESPONSES[401], 503: ERROR_RESPONSES[503]}
+UNAUTHORIZED = {401: ERROR_RESPONSES[401], 429: ERROR_RESPONSES[429], 503: ERROR_RESPONSES[503]}
 
 
 class OrderPollView(APIView):

@@ -42,6 +42,13 @@ ERROR_RESPONSES = {
     401: OpenApiResponse(ErrorBody, description="Missing, unknown, revoked or expired X-API-Key."),
     413: OpenApiResponse(ErrorBody, description="Body over the size limit."),
     415: OpenApiResponse(ErrorBody, description="Body is not JSON by its Content-Type."),
+    429: OpenApiResponse(
+        ErrorBody,
+        description=(
+            "The key is over its request rate (only when API_KEY_THROTTLE_RATE is set); "
+            "retry after the seconds in the Retry-After header."
+        ),
+    ),
     503: OpenApiResponse(ErrorBody, description="Database unavailable; retry later."),
 }
 

@@ -409,3 +409,11 @@ def test_https_redirect_spares_only_the_health_check(api_client):
     response = sync(api_client, {"products": []})
     assert response.status_code == 301
     assert response["Location"].startswith("https://")
+
+
+@pytest.mark.django_db
+def test_every_operation_documents_429_and_401():
+    schema = Client().get("/api/schema/?format=json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            assert {"401", "429"} <= set(operation["responses"]), (method, path)
