@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, models
+from django.db.models.expressions import Col
 
 _temp_names = itertools.count()
 # Below this many rows a temporary table costs more than it saves: plain statements are used.
@@ -73,6 +74,60 @@ def _copy(cursor, table: str, fields: Sequence[models.Field], rows: Sequence[Seq
     with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
+
+
+def select_rows(
+    model: type[models.Model],
+    field_names: Sequence[str],
+    *,
+    where_in: tuple[str, Sequence[Any]],
+    order_by: str,
+    lock: bool = False,
+) -> list[tuple]:
+    """Rows of `field_names` whose `where_in` field is one of the given values.
+
+    On PostgreSQL the values travel as one array parameter (`= ANY(%s)`), which psycopg
+    quotes much faster than thousands of separate IN parameters. `lock` takes FOR NO KEY
+    UPDATE row locks in `order_by` order.
+    """
+    field, values = where_in
+    fields = _fields(model, field_names)
+    table = _qn(model._meta.db_table)
+    columns = ", ".join(_qn(f.column) for f in fields)
+    column = _qn(model._meta.get_field(field).column)
+    order = _qn(model._meta.get_field(order_by).column)
+    values = list(values)
+    if not values:
+        return []
+    if connection.vendor == "postgresql":
+        condition, params = f"{column} = ANY(%s)", [values]
+    else:
+        condition, params = f"{column} IN ({', '.join('%s' for _ in values)})", values
+    sql = f"SELECT {columns} FROM {table} WHERE {condition} ORDER BY {order}"
+    if lock and connection.features.has_select_for_update:
+        sql += " FOR NO KEY UPDATE" if connection.vendor == "postgresql" else " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    # The conversions the ORM would apply (SQLite's decimals and booleans; none on PostgreSQL).
+    converters = []
+    for index, f in enumerate(fields):
+        expression = Col(model._meta.db_table, f)
+        funcs = connection.ops.get_db_converters(expression) + expression.get_db_converters(
+            connection
+        )
+        if funcs:
+            converters.append((index, expression, funcs))
+    if not converters:
+        return rows
+    converted = []
+    for row in rows:
+        row = list(row)
+        for index, expression, funcs in converters:
+            for func in funcs:
+                row[index] = func(row[index], expression, connection)
+        converted.append(tuple(row))
+    return converted
 
 
 def bulk_update_rows(

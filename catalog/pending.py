@@ -258,33 +258,46 @@ def pending_rematch_all(*, by: str) -> int:
     return pending_resolve_for_products(products=products, by=by)
 
 
+# Up to this many open pending keys are read whole when a sync closes keys.
+OPEN_SCAN_LIMIT = 2000
+
+
 def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: datetime) -> int:
     """Close open pending keys that a sync just answered by EAN; returns how many.
 
     `matched` holds (ean, stock_code, product pk) of the items the sync applied with an EAN. The
     sync's own values are newer than anything pending, so no payload is applied: the entry with
     that exact key, or the one with that stock_code and no EAN (unknown or ambiguous before), is
-    simply closed, in two statements whatever the batch size.
+    simply closed, in at most three statements whatever the batch size.
     """
     if not matched:
         return 0
     by_key = {(ean, code): pk for ean, code, pk in matched}
     by_code = {code: pk for _, code, pk in matched}
-    pendings = PendingProduct.objects.filter(
-        state=PendingProduct.State.OPEN, stock_code__in=by_code.keys()
-    ).only("pk", "ean", "stock_code")
+    open_keys = PendingProduct.objects.filter(state=PendingProduct.State.OPEN)
+    # Open keys are few where staff resolve them: reading them all is cheaper than sending every
+    # stock code of a 5000-item batch as a query parameter. Many open keys: ask by stock code.
+    candidates = list(open_keys.values_list("pk", "ean", "stock_code")[: OPEN_SCAN_LIMIT + 1])
+    if len(candidates) > OPEN_SCAN_LIMIT:
+        candidates = list(
+            open_keys.filter(stock_code__in=by_code.keys()).values_list("pk", "ean", "stock_code")
+        )
     closing = []
-    for pending in pendings:
-        product_pk = by_key.get((pending.ean, pending.stock_code))
-        if product_pk is None and not pending.ean:
-            product_pk = by_code[pending.stock_code]
+    for pending_pk, ean, stock_code in candidates:
+        product_pk = by_key.get((ean, stock_code))
+        if product_pk is None and not ean:
+            product_pk = by_code.get(stock_code)
         if product_pk is None:
             continue
-        pending.state = PendingProduct.State.RESOLVED
-        pending.resolved_product_id = product_pk
-        pending.resolved_at = now
-        pending.resolved_by = SYNC_RESOLVER
-        closing.append(pending)
+        closing.append(
+            PendingProduct(
+                pk=pending_pk,
+                state=PendingProduct.State.RESOLVED,
+                resolved_product_id=product_pk,
+                resolved_at=now,
+                resolved_by=SYNC_RESOLVER,
+            )
+        )
     PendingProduct.objects.bulk_update(
         closing, ("state", "resolved_product", "resolved_at", "resolved_by")
     )

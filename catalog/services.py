@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from catalog.bulk import bulk_insert_rows, bulk_update_rows
+from catalog.bulk import bulk_insert_rows, bulk_update_rows, select_rows
 from catalog.models import (
     IdempotencyRecord,
     PendingProduct,
@@ -397,15 +398,15 @@ def _db_datetime(value):
 
 def _resolve(items: Sequence[ProductItem]) -> _Resolution:
     """Match each item to its product, locking the products in primary-key order."""
-    stock_codes = sorted({item.stock_code for item in items})
     # Only the tracked fields are read (for history); the database itself compares the rest
-    # when it writes. FOR NO KEY UPDATE: no key column changes, and history rows inserted by
-    # another transaction need not wait for this one.
-    rows = (
-        Product.objects.filter(stock_code__in=stock_codes)
-        .order_by("pk")
-        .select_for_update(no_key=True)
-        .values_list("pk", "ean", "stock_code", *TRACKED_FIELDS)
+    # when it writes. The rows are locked in primary-key order, so overlapping batches queue
+    # instead of deadlocking.
+    rows = select_rows(
+        Product,
+        ("id", "ean", "stock_code", *TRACKED_FIELDS),
+        where_in=("stock_code", {item.stock_code for item in items}),
+        order_by="id",
+        lock=True,
     )
     by_key: dict[tuple[str, str], tuple] = {}
     by_code: dict[str, list[tuple]] = defaultdict(list)
@@ -463,12 +464,18 @@ def _changes(
     for item, row in matched:
         pk = row[0]
         sent = item.__dict__
-        for name, old in zip(TRACKED_FIELDS, row[3:], strict=True):
-            new = sent[name]
-            if new != old:
-                history.append((pk, name, _display(old), _display(new)))
-        updates.append((pk, *[sent[name] for name in VALUE_FIELDS], now))
+        old_tracked = row[3:]
+        new_tracked = _tracked_values(sent)
+        if new_tracked != old_tracked:
+            for name, old, new in zip(TRACKED_FIELDS, old_tracked, new_tracked, strict=True):
+                if new != old:
+                    history.append((pk, name, _display(old), _display(new)))
+        updates.append((pk, *_all_values(sent), now))
     return updates, history
+
+
+_tracked_values = operator.itemgetter(*TRACKED_FIELDS)
+_all_values = operator.itemgetter(*VALUE_FIELDS)
 
 
 _PENDING_FIELDS = (

@@ -58,14 +58,15 @@ ITEM_FIELDS = (
 )
 
 
-def full_item(index: int, quantity: int) -> dict:
+def full_item(index: int, quantity: int, *, prices_move: bool = False) -> dict:
+    shift = quantity if prices_move else 0
     return {
         "stock_code": f"BENCH-{index:06d}",
         "ean": f"859{index:010d}",
         "status": "active",
         "shop_quantity": quantity,
-        "catalog_price": 120.5 + (quantity % 7),
-        "eshop_price": 99.9 + (quantity % 5),
+        "catalog_price": 120.5 + (shift % 7),
+        "eshop_price": 99.9 + (shift % 5),
         "name": f"Winter Grip Performance 205/55 R16 91H XL item {index}",
         "section_width_mm": "205",
         "aspect_ratio": "55",
@@ -88,9 +89,17 @@ def full_item(index: int, quantity: int) -> dict:
     }
 
 
-def batch_body(size: int, quantity: int, *, unknown_share: float = 0.0, request_id=None) -> bytes:
+def batch_body(
+    size: int,
+    quantity: int,
+    *,
+    unknown_share: float = 0.0,
+    request_id=None,
+    prices_move: bool = False,
+) -> bytes:
+    """A fully populated batch; each next `quantity` changes every item's stock level."""
     unknown = int(size * unknown_share)
-    items = [full_item(i, quantity + i % 3) for i in range(size - unknown)]
+    items = [full_item(i, quantity + i % 3, prices_move=prices_move) for i in range(size - unknown)]
     items += [
         {**full_item(900_000 + i, quantity), "stock_code": f"UNKNOWN-{i:06d}"}
         for i in range(unknown)
@@ -233,7 +242,11 @@ class Bench:
         self.record("floor: COPY + UPDATE ... FROM", floor)
 
         changed = measure(lambda i: self.post_batch(bodies[i]), runs)
-        self.record(f"batch {size}, every item changes", changed, floor)
+        self.record(f"batch {size}, every item's quantity changes", changed, floor)
+
+        moving = {q: batch_body(size, 300 + q, prices_move=True) for q in range(-4, runs + 1)}
+        both = measure(lambda i: self.post_batch(moving[i]), runs)
+        self.record(f"batch {size}, quantity and both prices change", both, floor)
 
         same = bodies[0]
         self.post_batch(same)

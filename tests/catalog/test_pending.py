@@ -272,7 +272,11 @@ def test_catalogue_import_resolves_pending_keys(api_client):
 
 
 class TestSyncClosesPendingKeys:
-    def test_sync_with_ean_closes_the_ambiguous_key(self, api_client):
+    @pytest.mark.parametrize("scan_limit", [2000, 0], ids=["all-open-keys-read", "by-stock-code"])
+    def test_sync_with_ean_closes_the_ambiguous_key(self, api_client, monkeypatch, scan_limit):
+        # Either way of finding the open keys: reading them all, or asking by stock code.
+        monkeypatch.setattr("catalog.pending.OPEN_SCAN_LIMIT", scan_limit)
+        PendingProductFactory(stock_code="OTHER-1")
         first = ProductFactory(stock_code="AM-1", ean="8590000000103")
         ProductFactory(stock_code="AM-1", ean="8590000000110")
         body = _sync(api_client, _item("AM-1"))
