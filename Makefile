@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install run test lint format
+.PHONY: install run test lint format bench bench-quick throughput
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,18 @@ run: install
 ## Run the test suite (SQLite by default; set DATABASE_URL for PostgreSQL).
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Benchmarks on PostgreSQL (the database is dropped and re-created; see docs/BENCHMARKS.md).
+BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/stock_sync_bench
+bench: install
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/run.py
+
+bench-quick: install
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/run.py --quick
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py --seconds 5 --clients 2 --workers 2
+
+throughput: install
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py
 
 lint: install
 	$(BIN)/ruff check .
