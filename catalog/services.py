@@ -200,7 +200,7 @@ def products_sync(
     context: SyncContext | None,
     client: SyncClient,
     endpoint: str,
-    body_hash: str,
+    body_hash: str | None,
     started: float,
 ) -> SyncOutcome:
     """Apply absolute stock levels, prices and catalogue fields sent by the partner system.
@@ -237,7 +237,7 @@ def _products_sync(
     context: SyncContext | None,
     client: SyncClient,
     endpoint: str,
-    body_hash: str,
+    body_hash: str | None,
     started: float,
 ) -> SyncOutcome:
     now = timezone.now()
