@@ -29,64 +29,25 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-ITEM_FIELDS = (
-    "stock_code",
-    "ean",
-    "status",
-    "shop_quantity",
-    "catalog_price",
-    "eshop_price",
-    "name",
-    "section_width_mm",
-    "aspect_ratio",
-    "rim_inch",
-    "tread_name",
-    "name_suffix",
-    "load_index",
-    "speed_index",
-    "special_marking",
-    "run_on_flat",
-    "brand",
-    "usage",
-    "season",
-    "on_promotion",
-    "on_clearance",
-    "dot_code",
-    "weight_kg",
-    "discontinued",
-    "eu_label",
-)
+
+def item_fields() -> tuple[str, ...]:
+    from catalog.schemas import VALUE_FIELDS
+
+    return ("stock_code", "ean", *VALUE_FIELDS)
 
 
 def full_item(index: int, quantity: int, *, prices_move: bool = False) -> dict:
+    """The test suite's fully populated item, with the benchmark's key and a chosen quantity."""
+    from tests.factories import full_item as populated_item
+
     shift = quantity if prices_move else 0
-    return {
-        "stock_code": f"BENCH-{index:06d}",
-        "ean": f"859{index:010d}",
-        "status": "active",
-        "shop_quantity": quantity,
-        "catalog_price": 120.5 + (shift % 7),
-        "eshop_price": 99.9 + (shift % 5),
-        "name": f"Winter Grip Performance 205/55 R16 91H XL item {index}",
-        "section_width_mm": "205",
-        "aspect_ratio": "55",
-        "rim_inch": "R16",
-        "tread_name": "Winter Grip Performance",
-        "name_suffix": "2026 edition, studless, extra load",
-        "load_index": "91",
-        "speed_index": "H",
-        "special_marking": "XL FR M+S 3PMSF",
-        "run_on_flat": False,
-        "brand": "Nordway",
-        "usage": "passenger",
-        "season": "winter",
-        "on_promotion": True,
-        "on_clearance": False,
-        "dot_code": "DOT 2426",
-        "weight_kg": 9.45,
-        "discontinued": False,
-        "eu_label": "C/B/71dB/A",
-    }
+    return populated_item(
+        index,
+        stock_code=f"BENCH-{index:06d}",
+        shop_quantity=quantity,
+        catalog_price=120.5 + (shift % 7),
+        eshop_price=99.9 + (shift % 5),
+    )
 
 
 def batch_body(
@@ -199,11 +160,12 @@ class Bench:
                 "dot_code text, weight_kg numeric, discontinued bool, eu_label text"
                 ") ON COMMIT DROP"
             )
-            columns = ", ".join(ITEM_FIELDS)
+            fields = item_fields()
+            columns = ", ".join(fields)
             with cur.copy(f"COPY bench_items ({columns}) FROM STDIN") as copy:
                 for item in data["products"]:
-                    copy.write_row([item.get(name) for name in ITEM_FIELDS])
-            assignments = ", ".join(f"{name} = t.{name}" for name in ITEM_FIELDS[2:])
+                    copy.write_row([item.get(name) for name in fields])
+            assignments = ", ".join(f"{name} = t.{name}" for name in fields[2:])
             cur.execute(
                 f"UPDATE catalog_product p SET {assignments}, updated_at = now() "
                 "FROM bench_items t WHERE p.stock_code = t.stock_code AND p.ean = t.ean"

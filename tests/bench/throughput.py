@@ -193,6 +193,12 @@ def main() -> None:
     if not url.startswith(("postgres://", "postgresql://")):
         raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
     recreate_database(url)
+    # The test data comes from the suite's factories, which need Django's settings.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
+    import django
+
+    django.setup()
     port = free_port()
     env = {
         **os.environ,
