@@ -95,6 +95,14 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
     wanted = {p.pk for p in products}
     codes = {p.stock_code for p in products}
     with transaction.atomic():
+        # Products first, then pending keys, each in primary-key order: the order a sync takes
+        # its locks in, so that a sync and a resolution queue instead of deadlocking.
+        product_rows = list(
+            Product.objects.select_for_update()
+            .filter(stock_code__in=codes)
+            .order_by("pk")
+            .values_list("pk", "ean", "stock_code")
+        )
         pendings = list(
             PendingProduct.objects.select_for_update()
             .filter(state=PendingProduct.State.OPEN, stock_code__in=codes)
@@ -104,9 +112,7 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
             return 0
         by_key: dict[tuple[str, str], int] = {}
         by_code: dict[str, list[int]] = defaultdict(list)
-        for pk, ean, stock_code in Product.objects.filter(stock_code__in=codes).values_list(
-            "pk", "ean", "stock_code"
-        ):
+        for pk, ean, stock_code in product_rows:
             by_key[(ean, stock_code)] = pk
             by_code[stock_code].append(pk)
 
