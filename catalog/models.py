@@ -150,9 +150,20 @@ class ProductHistory(models.Model):
         ESHOP_PRICE = "eshop_price", "E-shop price"
         STATUS = "status", "Status"
 
-    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="history")
+    # No database-level foreign keys: a batch writes up to 20,000 history rows, and PostgreSQL
+    # checks deferred foreign keys one row at a time at commit, which cost as much as the whole
+    # rest of the batch. Django still cascades deletes (products, purged audits) and the columns
+    # stay indexed; history is only ever written by the sync and pending-key services.
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="history", db_constraint=False
+    )
     audit = models.ForeignKey(
-        SyncAudit, null=True, blank=True, on_delete=models.CASCADE, related_name="history"
+        SyncAudit,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="history",
+        db_constraint=False,
     )
     field = models.CharField(max_length=32, choices=Field.choices)
     old_value = models.CharField(max_length=64, null=True, blank=True)
