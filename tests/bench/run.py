@@ -18,7 +18,9 @@ import argparse
 import gc
 import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -109,7 +111,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small and fast, no targets")
     parser.add_argument("--runs", type=int, default=None, help="timed runs per scenario")
+    parser.add_argument("--rss-probe", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rss_probe is not None:
+        rss_probe(args.rss_probe)
+        return
 
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
@@ -126,6 +132,34 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     Bench(url, quick=args.quick, runs=args.runs).run()
+
+
+def rss_probe(size: int) -> None:
+    """Print how much one batch raises this fresh process's peak resident memory (kB)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.test import Client
+
+    from partner_api.keys import api_key_create
+
+    _, key = api_key_create(name="rss-probe")
+    client = Client(HTTP_X_API_KEY=key)
+    body = batch_body(size, 4242)
+    client.put(
+        "/api/v1/partner/products/item",
+        json.dumps(full_item(0, 4241)),
+        content_type="application/json",
+    )
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    response = client.post("/api/v1/partner/products/sync", body, content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(after - before)
 
 
 class Bench:
@@ -265,6 +299,17 @@ class Bench:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         self.memory_peak = peak
+        # The process's own high-water mark (C allocations too), in a fresh process whose peak
+        # so far is only Django's start-up and one small request.
+        probe = subprocess.run(
+            [sys.executable, __file__, "--rss-probe", str(self.size)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+            env=os.environ,
+        )
+        self.rss_added = int(probe.stdout.split()[-1])
 
     def report(self) -> None:
         print()
@@ -283,6 +328,10 @@ class Bench:
         print(
             f"peak Python memory added by one {self.size}-item batch (tracemalloc): "
             f"{self.memory_peak / 1e6:.1f} MB"
+        )
+        print(
+            f"peak process memory (max RSS) added by one {self.size}-item batch: "
+            f"{self.rss_added / 1e3:.1f} MB"
         )
 
 
