@@ -18,7 +18,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -155,11 +154,21 @@ def rss_probe(size: int) -> None:
         content_type="application/json",
     )
     gc.collect()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Resident now, and the peak after: building the body may have set an earlier peak.
+    before = _proc_status_kb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # reset the peak (VmHWM) to the current resident size
     response = client.post("/api/v1/partner/products/sync", body, content_type="application/json")
     assert response.status_code == 200, response.content[:300]
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(after - before)
+    print(_proc_status_kb("VmHWM") - before)
+
+
+def _proc_status_kb(name: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(name + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{name} not in /proc/self/status")
 
 
 class Bench:
