@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     StrictBool,
     StringConstraints,
 )
@@ -26,9 +27,16 @@ from catalog import models as m
 NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
-def _text(max_length: int, *, strip: bool = False, min_length: int | None = None) -> Any:
+def text_field(
+    max_length: int, *, strip: bool = False, min_length: int | None = None, strict: bool = False
+) -> Any:
+    """A string of at most `max_length` characters with no NUL; every app's text uses this.
+
+    `strict` refuses numbers (by default a JSON number is taken as its text).
+    """
     return Annotated[
         str,
+        *((Strict(),) if strict else ()),
         StringConstraints(
             strip_whitespace=strip,
             min_length=min_length,
@@ -53,9 +61,9 @@ def _decimal_comma(value: Any) -> Any:
     return value
 
 
-StockCode = _text(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1)
-Ean = _text(m.EAN_MAX_LENGTH, strip=True)
-Text = _text(m.TEXT_MAX_LENGTH)
+StockCode = text_field(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1)
+Ean = text_field(m.EAN_MAX_LENGTH, strip=True)
+Text = text_field(m.TEXT_MAX_LENGTH)
 # Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
 Quantity = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_refuse_bool_as_number)]
 
@@ -135,14 +143,14 @@ class ProductItem(BaseModel):
     model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
     stock_code: StockCode = Field(description="Stock number in the partner system; required.")
-    status: _text(m.STATUS_MAX_LENGTH) = Field(description="Product status.")  # type: ignore[valid-type]
+    status: text_field(m.STATUS_MAX_LENGTH) = Field(description="Product status.")  # type: ignore[valid-type]
     shop_quantity: Quantity = Field(description="Absolute stock level after the document.")
     catalog_price: Price = Field(description="List price.")
     eshop_price: Price = Field(description="E-shop price.")
     ean: Ean | None = Field(
         default=None, description='EAN; absent, null or "" means lookup by stock_code alone.'
     )
-    name: _text(m.NAME_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    name: text_field(m.NAME_MAX_LENGTH) | None = None  # type: ignore[valid-type]
     section_width_mm: Text | None = None
     aspect_ratio: Text | None = None
     rim_inch: Text | None = None
@@ -154,7 +162,7 @@ class ProductItem(BaseModel):
     run_on_flat: StrictBool | None = None
     brand: Text | None = None
     usage: Text | None = None
-    season: _text(m.SEASON_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    season: text_field(m.SEASON_MAX_LENGTH) | None = None  # type: ignore[valid-type]
     on_promotion: StrictBool | None = None
     on_clearance: StrictBool | None = None
     dot_code: Text | None = None
@@ -197,9 +205,9 @@ class SyncContext(BaseModel):
     model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
     source_type: SourceType
-    source_ref: _text(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
-    note: _text(1000) | None = None  # type: ignore[valid-type]
-    actor: _text(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    source_ref: text_field(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    note: text_field(1000) | None = None  # type: ignore[valid-type]
+    actor: text_field(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
 
 
-RequestId = _text(m.REQUEST_ID_MAX_LENGTH)
+RequestId = text_field(m.REQUEST_ID_MAX_LENGTH)

@@ -20,22 +20,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from catalog.schemas import text_field
 from orders import models as m
-
-# PostgreSQL text cannot hold NUL; refuse it on every database so both behave the same.
-NO_NUL_PATTERN = r"^[^\x00]*$"
 
 
 def _text(max_length: int, *, required: bool = False) -> Any:
-    return Annotated[
-        str,
-        StringConstraints(
-            strip_whitespace=True,
-            min_length=1 if required else None,
-            max_length=max_length,
-            pattern=NO_NUL_PATTERN,
-        ),
-    ]
+    return text_field(max_length, strip=True, min_length=1 if required else None)
 
 
 def _refuse_bool(value: Any) -> Any:

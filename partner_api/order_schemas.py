@@ -13,7 +13,8 @@ from django.utils import timezone
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from orders.schemas import NO_NUL_PATTERN, PartnerReference
+from catalog.schemas import NO_NUL_PATTERN
+from orders.schemas import PartnerReference
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1

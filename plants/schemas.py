@@ -7,10 +7,10 @@ wipes nothing.
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import NO_NUL_PATTERN
+from catalog.schemas import text_field
 from plants import models as m
 
 # The largest id a BigAutoField holds; a larger number cannot name a plant.
@@ -20,16 +20,7 @@ INVALID_ID_MESSAGE = "Invalid ID supplied"
 
 def _text(max_length: int, *, min_length: int | None = None) -> Any:
     # Strict: a number where a name belongs is a mistake, not something to convert.
-    return Annotated[
-        str,
-        Strict(),
-        StringConstraints(
-            strip_whitespace=True,
-            min_length=min_length,
-            max_length=max_length,
-            pattern=NO_NUL_PATTERN,
-        ),
-    ]
+    return text_field(max_length, strip=True, min_length=min_length, strict=True)
 
 
 def plant_id(value: Any) -> int:
