@@ -31,30 +31,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.run import full_item, recreate_database  # noqa: E402
+from tests.e2e.live_service import free_port, manage  # noqa: E402
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 PRODUCTS = 2000
 ORDERS = 3000
 POLL_BATCH = 50
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def manage(env: dict, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return result.stdout
 
 
 def seed(env: dict) -> tuple[str, list[int]]:

@@ -40,6 +40,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def manage(env: dict[str, str], *args: str, timeout: float = COMMAND_TIMEOUT) -> str:
+    """Run a management command with this environment; its standard output."""
+    done = subprocess.run(
+        [PYTHON, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"manage.py {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        )
+    return done.stdout
+
+
 def _conninfo(url: str, dbname: str) -> str:
     parsed = dj_database_url.parse(url)
     return psycopg.conninfo.make_conninfo(
@@ -83,19 +100,7 @@ class LiveService:
 
     def manage(self, *args: str, timeout: float = COMMAND_TIMEOUT) -> str:
         """Run a management command against the service's database; its standard output."""
-        done = subprocess.run(
-            [PYTHON, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if done.returncode != 0:
-            raise AssertionError(
-                f"manage.py {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
-            )
-        return done.stdout
+        return manage(self.env, *args, timeout=timeout)
 
     def django(self, code: str) -> str:
         """Run Python code with Django set up for the service's database."""

@@ -26,11 +26,10 @@ from typing import Any
 import dj_database_url
 import psycopg
 
-from tests.e2e.live_service import PYTHON, ROOT, free_port, fresh_database
+from tests.e2e.live_service import PYTHON, ROOT, free_port, fresh_database, manage
 
 GUNICORN = str(Path(PYTHON).with_name("gunicorn"))
 START_TIMEOUT = 60
-COMMAND_TIMEOUT = 300
 
 
 def server_url() -> str:
@@ -201,22 +200,6 @@ def service_env(database_url: str, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
-
-
-def manage(env: dict[str, str], *args: str, timeout: float = COMMAND_TIMEOUT) -> str:
-    done = subprocess.run(
-        [PYTHON, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if done.returncode != 0:
-        raise AssertionError(
-            f"manage.py {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
-        )
-    return done.stdout
 
 
 @dataclass
