@@ -3,9 +3,8 @@
 import pydantic
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions, permissions
+from rest_framework import exceptions
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from catalog.services import Problem
 from orders.selectors import order_for_partner, orders_for_partner
@@ -22,15 +21,14 @@ from partner_api.order_schemas import (
     parse_since,
 )
 from partner_api.schemas import ErrorBody, ValidationErrorBody
-from partner_api.views import ERROR_RESPONSES
+from partner_api.views import ERROR_RESPONSES, PartnerAPIView
 
 UNAUTHORIZED = {401: ERROR_RESPONSES[401], 429: ERROR_RESPONSES[429], 503: ERROR_RESPONSES[503]}
 
 
-class OrderPollView(APIView):
+class OrderPollView(PartnerAPIView):
     """Orders waiting for the partner system (or already acknowledged by it)."""
 
-    permission_classes = (permissions.IsAuthenticated,)
     validation_status = 422
 
     @extend_schema(
@@ -119,10 +117,9 @@ class OrderPollView(APIView):
         return Response({"orders": orders, "count": len(orders)})
 
 
-class OrderAcknowledgeView(APIView):
+class OrderAcknowledgeView(PartnerAPIView):
     """The partner system confirms it registered an order under its document number."""
 
-    permission_classes = (permissions.IsAuthenticated,)
     validation_status = 422
 
     @extend_schema(

@@ -1,23 +1,19 @@
 import pydantic
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import exceptions, permissions
+from rest_framework import exceptions
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from partner_api.exceptions import RequestInvalid, problems_from_pydantic
 from partner_api.plant_schemas import PlantResponse, PlantUpdateRequest
 from partner_api.schemas import ErrorBody, ValidationErrorBody
-from partner_api.views import ERROR_RESPONSES
+from partner_api.views import ERROR_RESPONSES, PartnerAPIView
 from plants.services import PlantNotFound, plant_update
 
 PLANT_NOT_FOUND = "Plant not found"
 
 
-class PlantView(APIView):
+class PlantView(PartnerAPIView):
     """Update a plant of the catalogue."""
-
-    permission_classes = (permissions.IsAuthenticated,)
-    validation_status = 400
 
     @extend_schema(
         operation_id="plant_update",

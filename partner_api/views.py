@@ -82,15 +82,21 @@ class JSONOnlyNegotiation(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-class SyncView(APIView):
-    """Common path of the two synchronization operations: validate, call the service, audit."""
+class PartnerAPIView(APIView):
+    """An operation of the partner API: an X-API-Key is required, and the answer is JSON."""
 
     authentication_classes = (ApiKeyAuthentication,)
     permission_classes = (permissions.IsAuthenticated,)
     content_negotiation_class = JSONOnlyNegotiation
+    # The status of a malformed body: 400 for the sync and plant operations, 422 for orders.
+    validation_status = 400
+
+
+class SyncView(PartnerAPIView):
+    """Common path of the two synchronization operations: validate, call the service, audit."""
+
     endpoint: str
     request_model: type[pydantic.BaseModel]
-    validation_status = 400
 
     def initial(self, request, *args, **kwargs):
         self.started = getattr(request._request, "started_at", None) or time.perf_counter()

@@ -95,3 +95,25 @@ def test_accept_header_never_hides_the_answer(api_client, anon_client, accept):
     )
     assert response.status_code == 401
     assert response.json()["detail"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("method", "url_name", "kwargs"),
+    [
+        ("get", "partner_api:orders-poll", {}),
+        ("post", "partner_api:orders-acknowledge", {"order_id": 1}),
+        ("put", "partner_api:plant", {}),
+    ],
+)
+def test_every_operation_answers_json_401_whatever_the_accept_header(
+    anon_client, method, url_name, kwargs
+):
+    body = {} if method == "get" else {"data": "{}", "content_type": "application/json"}
+    response = getattr(anon_client, method)(
+        reverse(url_name, kwargs=kwargs), HTTP_ACCEPT="text/csv", **body
+    )
+    assert response.status_code == 401
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["detail"]
+    assert response["WWW-Authenticate"]
