@@ -496,6 +496,10 @@ class TestAudits:
         ("admin:catalog_syncaudit_changelist", {"source_type": "\x00"}),
         ("admin:catalog_pendingproduct_changelist", {"last_request_id": "\x00"}),
         ("admin:catalog_producthistory_changelist", {"source": "\x00"}),
+        ("admin:orders_order_changelist", {"q": "A\x00"}),
+        ("admin:plants_plant_changelist", {"q": "\x00"}),
+        ("admin:auth_user_changelist", {"q": "\x00"}),
+        ("admin:rest_framework_api_key_apikey_changelist", {"q": "\x00"}),
     ],
 )
 def test_a_nul_character_in_a_filter_is_a_bad_filter_not_an_error(boss_client, url_name, query):
