@@ -1,3 +1,6 @@
+from decimal import Decimal
+from typing import Any
+
 from django.db import models
 from django.utils import timezone
 
@@ -178,6 +181,15 @@ class ProductHistory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.field}: {self.old_value} → {self.new_value}"
+
+    @staticmethod
+    def value_text(value: Any) -> str | None:
+        """How a value is kept in old_value/new_value: decimals without trailing zeros."""
+        if value is None:
+            return None
+        if isinstance(value, Decimal):
+            return format(value.normalize(), "f")
+        return str(value)
 
 
 class SyncControl(models.Model):

@@ -35,15 +35,6 @@ class PendingCreateResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def _display(value) -> str | None:
-    if value is None:
-        return None
-    normalize = getattr(value, "normalize", None)
-    if normalize is not None:
-        return format(normalize(), "f")
-    return str(value)
-
-
 def _pending_match(
     pending: PendingProduct,
     by_key: dict[tuple[str, str], int],
@@ -170,8 +161,8 @@ def _apply_payload(
                 product=product,
                 audit_id=audit_id,
                 field=name,
-                old_value=_display(old),
-                new_value=_display(new),
+                old_value=ProductHistory.value_text(old),
+                new_value=ProductHistory.value_text(new),
                 changed_at=now,
                 source=HISTORY_SOURCE,
             )

@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -443,14 +442,6 @@ def _resolve(items: Sequence[ProductItem]) -> _Resolution:
     return resolution
 
 
-def _display(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, Decimal):
-        return format(value.normalize(), "f")
-    return str(value)
-
-
 def _changes(
     matched: Iterable[tuple[ProductItem, tuple]], *, now
 ) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
@@ -469,11 +460,12 @@ def _changes(
         if new_tracked != old_tracked:
             for name, old, new in zip(TRACKED_FIELDS, old_tracked, new_tracked, strict=True):
                 if new != old:
-                    history.append((pk, name, _display(old), _display(new)))
+                    history.append((pk, name, _text(old), _text(new)))
         updates.append((pk, *_all_values(sent), now))
     return updates, history
 
 
+_text = ProductHistory.value_text
 _tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 _all_values = operator.itemgetter(*VALUE_FIELDS)
 
