@@ -159,26 +159,36 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait(timeout=10)
 
 
+def service_env(database_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a service process on `database_url`: none of this shell's settings."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(
+            ("DJANGO_", "PYTEST_", "CONNECTOR_", "API_KEY_", "CACHE_URL", "GUNICORN_")
+        )
+        and key not in {"DATABASE_URL", "WEB_CONCURRENCY", "PORT"}
+    }
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DATABASE_URL": database_url,
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "DJANGO_DEBUG": "false",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
 @contextmanager
 def live_service(server_url: str, workdir: Path, *, workers: int = 2) -> Iterator[LiveService]:
     """Migrate a fresh database, create an API key, serve it with gunicorn; stop and drop after."""
     with fresh_database(server_url, "e2e_connector") as database_url:
         port = free_port()
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("DJANGO_", "CONNECTOR_", "PYTEST_"))
-        }
-        env.update(
-            {
-                "DJANGO_SETTINGS_MODULE": "config.settings",
-                "DATABASE_URL": database_url,
-                "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-                "DJANGO_DEBUG": "false",
-                "LOG_LEVEL": "WARNING",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
+        env = service_env(database_url)
         service = LiveService(
             base_url=f"http://127.0.0.1:{port}", database_url=database_url, env=env
         )

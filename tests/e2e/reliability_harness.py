@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -26,7 +25,14 @@ from typing import Any
 import dj_database_url
 import psycopg
 
-from tests.e2e.live_service import PYTHON, ROOT, free_port, fresh_database, manage
+from tests.e2e.live_service import (
+    PYTHON,
+    ROOT,
+    free_port,
+    fresh_database,
+    manage,
+    service_env,
+)
 
 GUNICORN = str(Path(PYTHON).with_name("gunicorn"))
 START_TIMEOUT = 60
@@ -179,27 +185,6 @@ def upstream_of(database_url: str) -> tuple[str, int]:
 
 
 # --- gunicorn -----------------------------------------------------------------------------------
-
-
-def service_env(database_url: str, **extra: str) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_", "PYTEST_", "API_KEY_", "CACHE_URL", "GUNICORN_"))
-        and key not in {"DATABASE_URL", "WEB_CONCURRENCY", "PORT"}
-    }
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": database_url,
-            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-            "DJANGO_DEBUG": "false",
-            "LOG_LEVEL": "WARNING",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    env.update(extra)
-    return env
 
 
 @dataclass
