@@ -54,6 +54,8 @@ from tests.e2e.live_service import free_port  # noqa: E402
 SYNC = "/api/v1/partner/products/sync"
 ITEM = "/api/v1/partner/products/item"
 FLOOR_TABLE = "bench_floor_product"
+# Another WSGI module can be named to measure a candidate change the same way.
+WSGI_APP = os.environ.get("BENCH_WSGI_APP", "config.wsgi")
 START_TIMEOUT = 60
 REQUEST_TIMEOUT = 120
 # The targets: median of the service against the median of the floor, same run.
@@ -110,7 +112,7 @@ def gunicorn(env: dict[str, str], key: str, *, workers: int | None = None) -> It
     log_path.parent.mkdir(exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "config.wsgi"],
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", WSGI_APP],
             cwd=ROOT,
             env=env,
             stdout=log,
