@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from catalog.bulk import bulk_insert_rows, bulk_update_rows, select_rows
 from catalog.models import (
     IdempotencyRecord,
     PendingProduct,
@@ -33,6 +32,7 @@ from catalog.schemas import (
     ProductItem,
     SyncContext,
 )
+from core.bulk import bulk_insert_rows, bulk_update_rows, select_rows
 
 logger = logging.getLogger(__name__)
 

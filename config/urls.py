@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from partner_api.views import healthz
+from partner_api.health import healthz
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -7,8 +7,7 @@ from typing import Any
 
 import orjson
 import pydantic
-from django.db import DatabaseError, connection
-from django.http import JsonResponse
+from django.db import DatabaseError
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, permissions
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -27,7 +26,7 @@ from catalog.services import (
     sync_max_items,
 )
 from partner_api.authentication import ApiKeyAuthentication
-from partner_api.exceptions import RequestInvalid, ServiceUnavailable, problems_from_pydantic
+from partner_api.exceptions import RequestInvalid, problems_from_pydantic
 from partner_api.schemas import (
     BatchSyncRequest,
     ErrorBody,
@@ -297,23 +296,3 @@ class ProductItemView(SyncView):
     )
     def put(self, request):
         return self.sync(request)
-
-
-def healthz(request):
-    """200 when the database answers, 503 when it does not; no key needed."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-    except DatabaseError:
-        response = JsonResponse(
-            {
-                "detail": str(ServiceUnavailable.default_detail),
-                "status": "unavailable",
-                "database": "down",
-            },
-            status=503,
-        )
-        response["Retry-After"] = "5"
-        return response
-    return JsonResponse({"status": "ok", "database": "up"})

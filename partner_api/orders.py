@@ -20,8 +20,8 @@ from partner_api.order_schemas import (
     PartnerStatusFilter,
     parse_since,
 )
+from partner_api.products import ERROR_RESPONSES, PartnerAPIView
 from partner_api.schemas import ErrorBody, ValidationErrorBody
-from partner_api.views import ERROR_RESPONSES, PartnerAPIView
 
 UNAUTHORIZED = {401: ERROR_RESPONSES[401], 429: ERROR_RESPONSES[429], 503: ERROR_RESPONSES[503]}
 

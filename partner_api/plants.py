@@ -5,8 +5,8 @@ from rest_framework.response import Response
 
 from partner_api.exceptions import RequestInvalid, problems_from_pydantic
 from partner_api.plant_schemas import PlantResponse, PlantUpdateRequest
+from partner_api.products import ERROR_RESPONSES, PartnerAPIView
 from partner_api.schemas import ErrorBody, ValidationErrorBody
-from partner_api.views import ERROR_RESPONSES, PartnerAPIView
 from plants.services import PlantNotFound, plant_update
 
 PLANT_NOT_FOUND = "Plant not found"
