@@ -18,8 +18,8 @@ from catalog.pending import (
     pending_dismiss,
     pending_resolve_for_products,
 )
-from catalog.schemas import NO_NUL_PATTERN
 from catalog.services import sync_pause_set
+from core.text import NO_NUL_PATTERN
 
 admin.site.site_header = "Stock synchronization back-office"
 admin.site.site_title = "Stock synchronization"

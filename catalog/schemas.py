@@ -15,35 +15,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    Strict,
     StrictBool,
-    StringConstraints,
 )
 from pydantic_core import PydanticCustomError
 
 from catalog import models as m
-
-# PostgreSQL text cannot hold NUL; refuse it on every database so both behave the same.
-NO_NUL_PATTERN = r"^[^\x00]*$"
-
-
-def text_field(
-    max_length: int, *, strip: bool = False, min_length: int | None = None, strict: bool = False
-) -> Any:
-    """A string of at most `max_length` characters with no NUL; every app's text uses this.
-
-    `strict` refuses numbers (by default a JSON number is taken as its text).
-    """
-    return Annotated[
-        str,
-        *((Strict(),) if strict else ()),
-        StringConstraints(
-            strip_whitespace=strip,
-            min_length=min_length,
-            max_length=max_length,
-            pattern=NO_NUL_PATTERN,
-        ),
-    ]
+from core.text import text_field
 
 
 def _refuse_bool_as_number(value: Any) -> Any:

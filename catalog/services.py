@@ -7,13 +7,13 @@ import logging
 import operator
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, OperationalError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from catalog.models import (
@@ -33,16 +33,12 @@ from catalog.schemas import (
     SyncContext,
 )
 from core.bulk import bulk_insert_rows, bulk_update_rows, select_rows
+from core.problems import Problem, Refused
+from core.retry import run_with_retry
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 PAUSED_MESSAGE = "Synchronization is paused by staff; nothing was applied. Retry later."
-# PostgreSQL's deadlock and serialization failures, and SQLite's busy database: the transaction
-# was rolled back as a whole and may simply run again.
-TRANSIENT_SQLSTATES = {"40P01", "40001"}
-TRANSIENT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -53,23 +49,11 @@ class SyncClient:
     key_name: str
 
 
-@dataclass
-class Problem:
-    """One thing wrong with the request, located inside the request body."""
-
-    loc: tuple[Any, ...]
-    msg: str
-    type: str
-    input: Any = None
-    ctx: dict[str, Any] | None = None
-
-
-class ItemsRefused(Exception):
+class ItemsRefused(Refused):
     """The request's items break a rule; nothing was applied."""
 
     def __init__(self, problems: list[Problem], *, audited: bool = False):
-        super().__init__("; ".join(p.msg for p in problems))
-        self.problems = problems
+        super().__init__(problems)
         # True when the service already left the audit row for this refusal.
         self.audited = audited
 
@@ -93,26 +77,6 @@ class _Resolution:
 def sync_max_items() -> int:
     """Items per request: the smaller of the sync and catalogue-sync maxima."""
     return min(settings.SYNC_MAX_ITEMS, settings.CATALOG_SYNC_MAX_ITEMS)
-
-
-def run_with_retry(func: Callable[[], T], *, attempts: int = TRANSIENT_ATTEMPTS) -> T:
-    """Run a transaction again when the database rolled it back for a transient reason."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return func()
-        except OperationalError as exc:
-            if attempt == attempts or not _is_transient(exc):
-                raise
-            logger.warning("transient database failure, retrying (attempt %d): %s", attempt, exc)
-            time.sleep(0.05 * attempt)
-    raise AssertionError("unreachable")
-
-
-def _is_transient(exc: DatabaseError) -> bool:
-    cause = exc.__cause__
-    if getattr(cause, "sqlstate", None) in TRANSIENT_SQLSTATES:
-        return True
-    return connection.vendor == "sqlite" and "locked" in str(exc)
 
 
 def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:

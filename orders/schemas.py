@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import text_field
+from core.text import text_field
 from orders import models as m
 
 

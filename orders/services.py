@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from core.problems import Problem, Refused
 from orders.models import DEFAULT_CURRENCY, Order, OrderItem
 from orders.schemas import OrderRecord
 
@@ -38,12 +39,8 @@ class OrderAlreadyAcknowledged(Exception):
         self.partner_reference = partner_reference
 
 
-class OrdersRefused(Exception):
-    """The records break a rule; nothing was imported. `problems` names each one."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
+class OrdersRefused(Refused):
+    """The records break a rule; nothing was imported."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,17 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
     """
     duplicates = [n for n, c in Counter(r.order_number for r in records).items() if c > 1]
     if duplicates:
-        raise OrdersRefused([f"order_number {n!r} appears more than once" for n in duplicates])
+        raise OrdersRefused(
+            [
+                Problem(
+                    loc=("order_number",),
+                    msg=f"order_number {n!r} appears more than once",
+                    type="duplicate_key",
+                    input=n,
+                )
+                for n in duplicates
+            ]
+        )
     now = timezone.now()
     with transaction.atomic():
         existing = {

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-import pydantic
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
@@ -17,8 +16,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from catalog.schemas import NO_NUL_PATTERN
-from catalog.services import ItemsRefused, Problem
+from catalog.services import ItemsRefused
+from core.problems import Problem
 
 logger = logging.getLogger(__name__)
 
@@ -48,27 +47,6 @@ class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The database is unavailable; retry later."
     default_code = "service_unavailable"
-
-
-def problems_from_pydantic(error: pydantic.ValidationError, *, prefix: str) -> list[Problem]:
-    """pydantic's errors, located inside the request (`body`, `query`, `path`)."""
-    problems = []
-    for err in error.errors(include_url=False):
-        kind = err["type"]
-        msg = err["msg"]
-        ctx = err.get("ctx")
-        if kind == "string_pattern_mismatch" and ctx and ctx.get("pattern") == NO_NUL_PATTERN:
-            kind, msg, ctx = "string_nul_character", "String must not contain NUL characters", None
-        problems.append(
-            Problem(
-                loc=(prefix, *err["loc"]),
-                msg=msg,
-                type=kind,
-                input=err.get("input") if kind != "missing" else None,
-                ctx=ctx,
-            )
-        )
-    return problems
 
 
 def _clean_text(value: str) -> str:

@@ -13,7 +13,7 @@ from django.utils import timezone
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import NO_NUL_PATTERN
+from core.text import NO_NUL_PATTERN
 from orders.schemas import PartnerReference
 
 NOTE_MAX_LENGTH = 1000

@@ -6,10 +6,10 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from catalog.services import Problem
+from core.problems import Problem, problems_from_pydantic
 from orders.selectors import order_for_partner, orders_for_partner
 from orders.services import OrderAlreadyAcknowledged, OrderNotFound, order_acknowledge
-from partner_api.exceptions import Conflict, RequestInvalid, problems_from_pydantic
+from partner_api.exceptions import Conflict, RequestInvalid
 from partner_api.order_schemas import (
     ORDER_ID_MAX,
     AcknowledgeRequest,
@@ -109,7 +109,7 @@ class OrderPollView(PartnerAPIView):
         except pydantic.ValidationError as exc:
             # Another invalid parameter makes it a 422, listing the `since` problem too.
             raise RequestInvalid(
-                [*since_problems, *problems_from_pydantic(exc, prefix="query")], status_code=422
+                [*since_problems, *problems_from_pydantic(exc, prefix=("query",))], status_code=422
             )
         if since_problems:
             raise RequestInvalid(since_problems, status_code=400)
@@ -174,11 +174,11 @@ class OrderAcknowledgeView(PartnerAPIView):
         try:
             path = OrderPath.model_validate({"order_id": order_id})
         except pydantic.ValidationError as exc:
-            problems.extend(problems_from_pydantic(exc, prefix="path"))
+            problems.extend(problems_from_pydantic(exc, prefix=("path",)))
         try:
             body = AcknowledgeRequest.model_validate(request.data)
         except pydantic.ValidationError as exc:
-            problems.extend(problems_from_pydantic(exc, prefix="body"))
+            problems.extend(problems_from_pydantic(exc, prefix=("body",)))
         except exceptions.ParseError as exc:
             # Reported with a bad order_id, so that one answer lists every problem.
             problems.append(Problem(loc=("body",), msg=str(exc.detail), type="json_invalid"))

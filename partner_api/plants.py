@@ -3,7 +3,8 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from partner_api.exceptions import RequestInvalid, problems_from_pydantic
+from core.problems import problems_from_pydantic
+from partner_api.exceptions import RequestInvalid
 from partner_api.plant_schemas import PlantResponse, PlantUpdateRequest
 from partner_api.products import ERROR_RESPONSES, PartnerAPIView
 from partner_api.schemas import ErrorBody, ValidationErrorBody
@@ -63,7 +64,7 @@ class PlantView(PartnerAPIView):
         try:
             payload = PlantUpdateRequest.model_validate(request.data)
         except pydantic.ValidationError as exc:
-            raise RequestInvalid(problems_from_pydantic(exc, prefix="body")) from None
+            raise RequestInvalid(problems_from_pydantic(exc, prefix=("body",))) from None
         try:
             plant = plant_update(plant_id=payload.id, **payload.changes())
         except PlantNotFound:

@@ -18,15 +18,15 @@ from catalog.models import SyncAudit
 from catalog.schemas import SyncContext
 from catalog.services import (
     ItemsRefused,
-    Problem,
     SyncClient,
     duplicate_key_problems,
     products_sync,
     sync_audit_create,
     sync_max_items,
 )
+from core.problems import Problem, problems_from_pydantic
 from partner_api.authentication import ApiKeyAuthentication
-from partner_api.exceptions import RequestInvalid, problems_from_pydantic
+from partner_api.exceptions import RequestInvalid
 from partner_api.schemas import (
     BatchSyncRequest,
     ErrorBody,
@@ -135,7 +135,7 @@ class SyncView(PartnerAPIView):
         try:
             payload = self.request_model.model_validate(data)
         except pydantic.ValidationError as exc:
-            problems.extend(problems_from_pydantic(exc, prefix="body"))
+            problems.extend(problems_from_pydantic(exc, prefix=("body",)))
         if payload is not None:
             self.audit_context = payload.sync_context
             items = payload.products if self.endpoint == SyncAudit.Endpoint.BATCH else [payload]

@@ -5,7 +5,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from pydantic.json_schema import GenerateJsonSchema
 
-from catalog.schemas import NO_NUL_PATTERN
+from core.text import NO_NUL_PATTERN
 
 
 class RequestJsonSchema(GenerateJsonSchema):

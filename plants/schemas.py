@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import text_field
+from core.text import text_field
 from plants import models as m
 
 # The largest id a BigAutoField holds; a larger number cannot name a plant.

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.color import no_style
 from django.db import connection, transaction
 
+from core.problems import Problem, Refused
 from plants.models import Plant, Tag
 from plants.schemas import PlantRecord
 
@@ -21,12 +22,8 @@ class PlantNotFound(Exception):
         self.plant_id = plant_id
 
 
-class PlantsRefused(Exception):
-    """The records break a rule; nothing was applied. Each problem names its record's index."""
-
-    def __init__(self, problems: list[tuple[int, str]]):
-        super().__init__("; ".join(f"item {index}: {msg}" for index, msg in problems))
-        self.problems = problems
+class PlantsRefused(Refused):
+    """The records break a rule; nothing was applied. Each problem's `loc` is its record's index."""
 
 
 def _tags(names: Iterable[str]) -> list[Tag]:
@@ -84,19 +81,24 @@ def plants_import(*, records: Sequence[PlantRecord]) -> list[Plant]:
     """
     counts = Counter(record.id for record in records if record.id is not None)
     problems = [
-        (index, f"id {record.id} appears more than once in the file")
+        Problem(
+            loc=(index, "id"),
+            msg=f"id {record.id} appears more than once in the file",
+            type="duplicate_key",
+            input=record.id,
+        )
         for index, record in enumerate(records)
         if record.id is not None and counts[record.id] > 1
     ]
     with transaction.atomic():
         existing = Plant.objects.select_for_update().in_bulk(list(counts))
         problems.extend(
-            (index, "a new plant needs a name")
+            Problem(loc=(index, "name"), msg="a new plant needs a name", type="missing")
             for index, record in enumerate(records)
             if record.name is None and record.id not in existing
         )
         if problems:
-            raise PlantsRefused(sorted(problems))
+            raise PlantsRefused(sorted(problems, key=lambda p: p.loc))
         plants = []
         created_with_id = False
         for record in records:
