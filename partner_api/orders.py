@@ -1,15 +1,21 @@
 """The order operations: the partner's poll (3) and its acknowledgement (4)."""
 
-import pydantic
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from core.problems import Problem, problems_from_pydantic
 from orders.selectors import order_for_partner, orders_for_partner
 from orders.services import OrderAlreadyAcknowledged, OrderNotFound, order_acknowledge
-from partner_api.exceptions import Conflict, RequestInvalid
+from partner_api.base import (
+    BODY_RESPONSES,
+    KEY_RESPONSES,
+    PartnerAPIView,
+    query_data,
+    query_parameters,
+    validate,
+    validation_responses,
+)
+from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
 from partner_api.order_schemas import (
     ORDER_ID_MAX,
     AcknowledgeRequest,
@@ -17,113 +23,46 @@ from partner_api.order_schemas import (
     OrderList,
     OrderPath,
     OrderPollQuery,
-    PartnerStatusFilter,
-    parse_since,
 )
-from partner_api.products import ERROR_RESPONSES, PartnerAPIView
-from partner_api.schemas import ErrorBody, ValidationErrorBody
-
-UNAUTHORIZED = {401: ERROR_RESPONSES[401], 429: ERROR_RESPONSES[429], 503: ERROR_RESPONSES[503]}
+from partner_api.schemas import ErrorBody
 
 
 class OrderPollView(PartnerAPIView):
     """Orders waiting for the partner system (or already acknowledged by it)."""
 
-    validation_status = 422
+    operation_id = "orders_poll"
 
     @extend_schema(
-        operation_id="orders_poll",
+        operation_id=operation_id,
         summary="Poll orders",
         description=(
             "Orders meant for the partner system, oldest first (created_at, then order_id). "
             "By default only orders waiting for the partner (pending_partner). Orders without a "
             "partner sync status are never listed. `count` is the number of orders returned."
         ),
-        parameters=[
-            OpenApiParameter(
-                "since",
-                {
-                    "anyOf": [
-                        {"type": "string", "format": "date"},
-                        {"type": "string", "format": "date-time"},
-                        {"type": "string", "maxLength": 0},
-                    ]
-                },
-                OpenApiParameter.QUERY,
-                required=False,
-                description=(
-                    "ISO 8601 date or date-time, with or without an offset (a naive value is "
-                    "read in the service's time zone); returns orders created at or after it. "
-                    "Empty means no limit. Anything else is 400."
-                ),
-                examples=[
-                    OpenApiExample("date-time", value="2026-01-31T08:00:00+01:00"),
-                    OpenApiExample("date", value="2026-01-31"),
-                ],
-            ),
-            OpenApiParameter(
-                "partner_status",
-                OpenApiTypes.STR,
-                OpenApiParameter.QUERY,
-                required=False,
-                enum=[s.value for s in PartnerStatusFilter],
-                default=PartnerStatusFilter.PENDING_PARTNER.value,
-                description="Which orders: pending_partner (default), acknowledged, or all.",
-            ),
-        ],
+        parameters=query_parameters(OrderPollQuery),
         responses={
             200: OpenApiResponse(OrderList, description="The orders and their number."),
-            400: OpenApiResponse(
-                ValidationErrorBody,
-                description='`since` is not a valid date or date-time (loc ["query", "since"]).',
-            ),
-            **UNAUTHORIZED,
-            422: OpenApiResponse(
-                ValidationErrorBody,
-                description='Invalid `partner_status` (loc ["query", "partner_status"]).',
-            ),
+            **validation_responses(operation_id),
+            **KEY_RESPONSES,
         },
         tags=["orders"],
     )
     def get(self, request):
-        params = request.query_params
-        since = None
-        since_problems = []
-        if "since" in params:
-            raw_since = params.get("since")
-            try:
-                since = parse_since(raw_since)
-            except ValueError as exc:
-                since_problems.append(
-                    Problem(
-                        loc=("query", "since"),
-                        msg=str(exc),
-                        type="datetime_parsing",
-                        input=raw_since,
-                    )
-                )
-        try:
-            query = OrderPollQuery.model_validate(
-                {name: params.get(name) for name in OrderPollQuery.model_fields if name in params}
-            )
-        except pydantic.ValidationError as exc:
-            # Another invalid parameter makes it a 422, listing the `since` problem too.
-            raise RequestInvalid(
-                [*since_problems, *problems_from_pydantic(exc, prefix=("query",))], status_code=422
-            )
-        if since_problems:
-            raise RequestInvalid(since_problems, status_code=400)
-        orders = orders_for_partner(partner_status=query.partner_status.value, since=since)
+        query = validate(
+            OrderPollQuery, query_data(OrderPollQuery, request.query_params), loc="query"
+        )
+        orders = orders_for_partner(partner_status=query.partner_status.value, since=query.since)
         return Response({"orders": orders, "count": len(orders)})
 
 
 class OrderAcknowledgeView(PartnerAPIView):
     """The partner system confirms it registered an order under its document number."""
 
-    validation_status = 422
+    operation_id = "orders_acknowledge"
 
     @extend_schema(
-        operation_id="orders_acknowledge",
+        operation_id=operation_id,
         summary="Acknowledge order registration",
         description=(
             "The first acknowledgement moves the order from pending_partner to acknowledged and "
@@ -141,7 +80,7 @@ class OrderAcknowledgeView(PartnerAPIView):
         request=AcknowledgeRequest,
         responses={
             200: OpenApiResponse(Order, description="The order, acknowledged."),
-            **UNAUTHORIZED,
+            **KEY_RESPONSES,
             404: OpenApiResponse(
                 ErrorBody, description="No such order, or the order is not the partner's."
             ),
@@ -157,33 +96,21 @@ class OrderAcknowledgeView(PartnerAPIView):
                     )
                 ],
             ),
-            413: ERROR_RESPONSES[413],
-            415: ERROR_RESPONSES[415],
-            422: OpenApiResponse(
-                ValidationErrorBody,
-                description=(
-                    "Invalid body (malformed JSON, partner_reference missing, empty or over 64 "
-                    "characters, note over 1000) or a non-integer order_id."
-                ),
-            ),
+            **BODY_RESPONSES,
+            **validation_responses(operation_id),
         },
         tags=["orders"],
     )
     def post(self, request, order_id: str):
+        # Every problem of the path and the body in one answer.
         problems = []
+        path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
         try:
-            path = OrderPath.model_validate({"order_id": order_id})
-        except pydantic.ValidationError as exc:
-            problems.extend(problems_from_pydantic(exc, prefix=("path",)))
-        try:
-            body = AcknowledgeRequest.model_validate(request.data)
-        except pydantic.ValidationError as exc:
-            problems.extend(problems_from_pydantic(exc, prefix=("body",)))
+            body = validate(AcknowledgeRequest, request.data, loc="body", problems=problems)
         except exceptions.ParseError as exc:
-            # Reported with a bad order_id, so that one answer lists every problem.
-            problems.append(Problem(loc=("body",), msg=str(exc.detail), type="json_invalid"))
+            problems.append(json_invalid(exc))
         if problems:
-            raise RequestInvalid(problems, status_code=422)
+            raise RequestInvalid(problems)
         try:
             acknowledgement = order_acknowledge(
                 order_id=path.order_id,

@@ -1,3 +1,5 @@
+"""The product synchronization operations: batch (1) and single item (2)."""
+
 import contextlib
 import hashlib
 import json
@@ -9,47 +11,30 @@ import orjson
 import pydantic
 from django.db import DatabaseError
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions, permissions
-from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework import exceptions
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from catalog.models import SyncAudit
 from catalog.schemas import SyncContext
 from catalog.services import (
-    ItemsRefused,
     SyncClient,
-    duplicate_key_problems,
+    SyncResult,
     products_sync,
     sync_audit_create,
-    sync_max_items,
+    sync_limit_problem,
 )
-from core.problems import Problem, problems_from_pydantic
-from partner_api.authentication import ApiKeyAuthentication
+from core.problems import Refused
+from partner_api.base import (
+    BODY_RESPONSES,
+    KEY_RESPONSES,
+    PartnerAPIView,
+    validate,
+    validation_responses,
+)
 from partner_api.exceptions import RequestInvalid
-from partner_api.schemas import (
-    BatchSyncRequest,
-    ErrorBody,
-    ItemSyncRequest,
-    SyncResponse,
-    ValidationErrorBody,
-)
+from partner_api.schemas import BatchSyncRequest, ItemSyncRequest, SyncResponse
 
 logger = logging.getLogger(__name__)
-
-ERROR_RESPONSES = {
-    401: OpenApiResponse(ErrorBody, description="Missing, unknown, revoked or expired X-API-Key."),
-    413: OpenApiResponse(ErrorBody, description="Body over the size limit."),
-    415: OpenApiResponse(ErrorBody, description="Body is not JSON by its Content-Type."),
-    429: OpenApiResponse(
-        ErrorBody,
-        description=(
-            "The key is over its request rate (only when API_KEY_THROTTLE_RATE is set); "
-            "retry after the seconds in the Retry-After header."
-        ),
-    ),
-    503: OpenApiResponse(ErrorBody, description="Database unavailable; retry later."),
-}
 
 
 def body_hash(data: Any) -> str:
@@ -62,39 +47,18 @@ def body_hash(data: Any) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-def _is_stock_code_missing(problem: Problem) -> bool:
-    if not problem.loc or problem.loc[-1] != "stock_code":
-        return False
-    if problem.type in {"missing", "string_too_short"}:
-        return True
-    return problem.type == "string_type" and problem.input is None
-
-
-class JSONOnlyNegotiation(DefaultContentNegotiation):
-    """Answer JSON whatever the Accept header says.
-
-    The API has no other representation, and a 406 raised before authentication would hide
-    the 401 of a missing key or the detail of a validation error.
-    """
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
-
-
-class PartnerAPIView(APIView):
-    """An operation of the partner API: an X-API-Key is required, and the answer is JSON."""
-
-    authentication_classes = (ApiKeyAuthentication,)
-    permission_classes = (permissions.IsAuthenticated,)
-    content_negotiation_class = JSONOnlyNegotiation
-    # The status of a malformed body: 400 for the sync and plant operations, 422 for orders.
-    validation_status = 400
+def sync_body(result: SyncResult) -> dict[str, Any]:
+    """The sync response of a result."""
+    body: dict[str, Any] = result.stored()
+    if result.message is not None:
+        body["message"] = result.message
+    return body
 
 
 class SyncView(PartnerAPIView):
     """Common path of the two synchronization operations: validate, call the service, audit."""
 
-    endpoint: str
+    single: bool
     request_model: type[pydantic.BaseModel]
 
     def initial(self, request, *args, **kwargs):
@@ -112,71 +76,48 @@ class SyncView(PartnerAPIView):
                 raise exceptions.UnsupportedMediaType(request.content_type)
             raise exceptions.ParseError("JSON parse error - the body is empty")
         data = request.data
-        self._note_request_id(data)
-        self._note_context(data)
-        problems: list[Problem] = []
-        payload = None
-        if isinstance(data, dict) and self.endpoint == SyncAudit.Endpoint.ITEM:
-            self.audit_received = 1
-        if isinstance(data, dict) and self.endpoint == SyncAudit.Endpoint.BATCH:
-            products = data.get("products")
-            if isinstance(products, list):
-                self.audit_received = len(products)
-            limit = sync_max_items()
-            if isinstance(products, list) and len(products) > limit:
-                problems.append(
-                    Problem(
-                        loc=("body", "products"),
-                        msg=f"At most {limit} items per request; got {len(products)}",
-                        type="too_long",
-                        ctx={"max_length": limit, "actual_length": len(products)},
-                    )
-                )
-        try:
-            payload = self.request_model.model_validate(data)
-        except pydantic.ValidationError as exc:
-            problems.extend(problems_from_pydantic(exc, prefix=("body",)))
-        if payload is not None:
-            self.audit_context = payload.sync_context
-            items = payload.products if self.endpoint == SyncAudit.Endpoint.BATCH else [payload]
-            if not problems:
-                problems.extend(
-                    Problem(loc=("body", *p.loc), msg=p.msg, type=p.type, input=p.input, ctx=p.ctx)
-                    for p in duplicate_key_problems(items)
-                )
+        self._note_request(data)
+        problems = []
+        if self.audit_received and not self.single:
+            # Counted before validating: a huge batch is refused without reading its items.
+            too_many = sync_limit_problem(self.audit_received)
+            if too_many is not None:
+                problems.append(too_many.located("body"))
+        payload = validate(self.request_model, data, loc="body", problems=problems)
         if problems:
-            status = 422 if any(_is_stock_code_missing(p) for p in problems) else 400
-            raise RequestInvalid(problems, status_code=status)
-
-        client = SyncClient(key_id=request.user.key_id, key_name=request.user.name)
-        outcome = products_sync(
-            items=items,
+            raise RequestInvalid(problems)
+        self.audit_context = payload.sync_context
+        result = products_sync(
+            items=payload.products if not self.single else [payload],
             request_id=payload.request_id,
             context=payload.sync_context,
-            client=client,
-            endpoint=self.endpoint,
+            client=SyncClient(key_id=request.user.key_id, key_name=request.user.name),
+            single=self.single,
             # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
             body_hash=body_hash(data) if payload.request_id is not None else None,
             started=self.started,
         )
         self.audited = True
-        response = Response(outcome.response)
-        if outcome.replayed:
+        response = Response(sync_body(result))
+        if result.replayed:
             response["Idempotent-Replayed"] = "true"
         return response
 
-    def _note_request_id(self, data: Any) -> None:
-        if isinstance(data, dict):
-            request_id = data.get("request_id")
-            if isinstance(request_id, int | str) and not isinstance(request_id, bool):
-                request_id = str(request_id)
-                if len(request_id) <= 128 and "\x00" not in request_id:
-                    self.audit_request_id = request_id
-                    self.request._request.log_request_id = request_id
-
-    def _note_context(self, data: Any) -> None:
-        # A refused request is audited with its context too, when the context itself is valid.
-        if isinstance(data, dict) and isinstance(data.get("sync_context"), dict):
+    def _note_request(self, data: Any) -> None:
+        """What a refusal's audit row names: request_id, context and item count, where valid."""
+        if not isinstance(data, dict):
+            return
+        if self.single:
+            self.audit_received = 1
+        elif isinstance(data.get("products"), list):
+            self.audit_received = len(data["products"])
+        request_id = data.get("request_id")
+        if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+            request_id = str(request_id)
+            if len(request_id) <= 128 and "\x00" not in request_id:
+                self.audit_request_id = request_id
+                self.request._request.log_request_id = request_id
+        if isinstance(data.get("sync_context"), dict):
             with contextlib.suppress(pydantic.ValidationError):
                 self.audit_context = SyncContext.model_validate(data["sync_context"])
 
@@ -195,14 +136,14 @@ class SyncView(PartnerAPIView):
             if getattr(user, "is_authenticated", False)
             else None
         )
-        if isinstance(exc, RequestInvalid | ItemsRefused):
+        if isinstance(exc, RequestInvalid | Refused):
             summary = "; ".join(f"{list(p.loc)}: {p.msg}" for p in exc.problems[:20])
         else:
             summary = str(getattr(exc, "detail", exc))
         try:
             sync_audit_create(
                 client=client,
-                endpoint=self.endpoint,
+                single=self.single,
                 request_id=self.audit_request_id,
                 context=self.audit_context,
                 outcome=SyncAudit.Outcome.REFUSED,
@@ -232,18 +173,20 @@ SYNC_RESPONSES = {
             "A replayed retry carries the header `Idempotent-Replayed: true`."
         ),
     ),
-    **ERROR_RESPONSES,
+    **KEY_RESPONSES,
+    **BODY_RESPONSES,
 }
 
 
 class ProductSyncView(SyncView):
     """Batch product synchronization."""
 
-    endpoint = SyncAudit.Endpoint.BATCH
+    operation_id = "products_sync"
+    single = False
     request_model = BatchSyncRequest
 
     @extend_schema(
-        operation_id="products_sync",
+        operation_id=operation_id,
         summary="Batch product synchronization",
         description=(
             "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
@@ -252,16 +195,7 @@ class ProductSyncView(SyncView):
             "with the same request_id and body replays the stored response."
         ),
         request=BatchSyncRequest,
-        responses={
-            **SYNC_RESPONSES,
-            400: OpenApiResponse(
-                ValidationErrorBody,
-                description="Too many items, duplicate key, malformed JSON or invalid field.",
-            ),
-            422: OpenApiResponse(
-                ValidationErrorBody, description="stock_code missing or empty in an item."
-            ),
-        },
+        responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
         parameters=[REPLAYED_HEADER],
         tags=["products"],
     )
@@ -272,25 +206,19 @@ class ProductSyncView(SyncView):
 class ProductItemView(SyncView):
     """Single product synchronization."""
 
-    endpoint = SyncAudit.Endpoint.ITEM
+    operation_id = "products_item"
+    single = True
     request_model = ItemSyncRequest
 
     @extend_schema(
-        operation_id="products_item",
+        operation_id=operation_id,
         summary="Single product synchronization",
         description=(
             "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
             "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product."
         ),
         request=ItemSyncRequest,
-        responses={
-            **SYNC_RESPONSES,
-            400: OpenApiResponse(
-                ValidationErrorBody,
-                description="Unknown or ambiguous key, malformed JSON or invalid field.",
-            ),
-            422: OpenApiResponse(ValidationErrorBody, description="stock_code missing or empty."),
-        },
+        responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
         parameters=[REPLAYED_HEADER],
         tags=["products"],
     )
