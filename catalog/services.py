@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from catalog.keys import ProductsByKey
 from catalog.models import (
     IdempotencyRecord,
     PendingProduct,
@@ -458,20 +459,12 @@ def _resolve(items: Sequence[ProductItem]) -> _Resolution:
         order_by="id",
         lock=True,
     )
-    by_key: dict[tuple[str, str], tuple] = {}
-    by_code: dict[str, list[tuple]] = defaultdict(list)
-    for row in rows:
-        by_key[(row[1], row[2])] = row
-        by_code[row[2]].append(row)
+    products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
 
     resolution = _Resolution()
     claimed_by: dict[int, int] = {}
     for index, item in enumerate(items):
-        if item.ean:
-            row = by_key.get((item.ean, item.stock_code))
-            candidates = [row] if row is not None else []
-        else:
-            candidates = by_code.get(item.stock_code, [])
+        candidates = products.candidates(item.ean, item.stock_code)
         if not candidates:
             resolution.unresolved.append((item, PendingProduct.Reason.UNKNOWN))
         elif len(candidates) > 1:
@@ -614,17 +607,15 @@ def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
         new_products = []
         changed = []
         for item in items:
-            values = {name: getattr(item, name) for name in VALUE_FIELDS}
+            values = item.values()
             product = existing.get(item.key)
             if product is None:
-                values = {k: v for k, v in values.items() if v is not None}
                 new_products.append(
                     Product(ean=item.ean or "", stock_code=item.stock_code, **values)
                 )
             else:
                 for name, value in values.items():
-                    if value is not None:
-                        setattr(product, name, value)
+                    setattr(product, name, value)
                 product.updated_at = now
                 changed.append(product)
         Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)

@@ -202,7 +202,6 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_THROTTLE_CLASSES": ["partner_api.throttling.ApiKeyRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"api_key": os.environ.get("API_KEY_THROTTLE_RATE") or None},
 }
 # Per-key throttling, off when unset: "<requests>/<s|min|hour|day>", e.g. "600/min".
 API_KEY_THROTTLE_RATE = os.environ.get("API_KEY_THROTTLE_RATE", "").strip() or None

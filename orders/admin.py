@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from orders.models import Order, OrderItem
+from orders.models import CUSTOMER_COLUMNS, Order, OrderItem
 from orders.services import orders_clear_acknowledgement, orders_hand_to_partner
 
 PartnerStatus = Order.PartnerStatus
@@ -46,18 +46,7 @@ class OrderAdmin(admin.ModelAdmin):
         (None, {"fields": ("order_number", "created_at", "status")}),
         (
             "Customer",
-            {
-                "fields": (
-                    "customer_name",
-                    "customer_email",
-                    "customer_phone",
-                    "customer_ico",
-                    "customer_dic",
-                    "customer_address",
-                    "customer_city",
-                    "customer_zip_code",
-                )
-            },
+            {"fields": CUSTOMER_COLUMNS},
         ),
         ("Amounts", {"fields": ("subtotal", "vat_total", "total", "currency")}),
         (

@@ -74,6 +74,14 @@ class Order(models.Model):
         return self.order_number
 
 
+# The customer's fields, as the API and the import name them ("name"), and their columns
+# ("customer_name"): read from the model, so a new customer column needs no other list.
+CUSTOMER_COLUMNS = tuple(
+    field.name for field in Order._meta.concrete_fields if field.name.startswith("customer_")
+)
+CUSTOMER_FIELDS = tuple(column.removeprefix("customer_") for column in CUSTOMER_COLUMNS)
+
+
 class OrderItem(models.Model):
     """One line of an order; the partner system identifies the product by ean + stock_code."""
 

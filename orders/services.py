@@ -5,13 +5,18 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
 from core.problems import Problem, Refused
-from orders.models import DEFAULT_CURRENCY, Order, OrderItem
+from orders.models import (
+    CUSTOMER_COLUMNS,
+    CUSTOMER_FIELDS,
+    DEFAULT_CURRENCY,
+    Order,
+    OrderItem,
+)
 from orders.schemas import OrderRecord
 
 logger = logging.getLogger(__name__)
@@ -43,16 +48,9 @@ class OrdersRefused(Refused):
     """The records break a rule; nothing was imported."""
 
 
-@dataclass(frozen=True)
-class Acknowledgement:
-    order: Order
-    # False when the same reference was already stored: an idempotent repeat.
-    changed: bool
-
-
 def order_acknowledge(
     *, order_id: int, partner_reference: str, note: str | None = None, client_name: str = ""
-) -> Acknowledgement:
+) -> Order:
     """Record that the partner system registered the order under `partner_reference`.
 
     The row lock makes two concurrent acknowledgements queue: the second one sees the first
@@ -70,7 +68,7 @@ def order_acknowledge(
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
-                return Acknowledgement(order=order, changed=False)
+                return order
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
                 order,
@@ -83,7 +81,7 @@ def order_acknowledge(
         order.acknowledged_at = timezone.now()
         order.save(update_fields=["partner_sync_status", "partner_reference", "acknowledged_at"])
     _log_acknowledgement("acknowledged", order, client_name, note)
-    return Acknowledgement(order=order, changed=True)
+    return order
 
 
 def _log_acknowledgement(what: str, order: Order, client_name: str, note: str | None) -> None:
@@ -156,14 +154,7 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
 _IMPORTED_FIELDS = (
     "created_at",
     "status",
-    "customer_name",
-    "customer_email",
-    "customer_phone",
-    "customer_ico",
-    "customer_dic",
-    "customer_address",
-    "customer_city",
-    "customer_zip_code",
+    *CUSTOMER_COLUMNS,
     "subtotal",
     "vat_total",
     "total",
@@ -178,14 +169,8 @@ def _apply_record(order: Order, record: OrderRecord, *, now) -> None:
     customer = record.customer
     order.created_at = record.created_at
     order.status = record.status
-    order.customer_name = customer.name
-    order.customer_email = customer.email
-    order.customer_phone = customer.phone
-    order.customer_ico = customer.ico
-    order.customer_dic = customer.dic
-    order.customer_address = customer.address
-    order.customer_city = customer.city
-    order.customer_zip_code = customer.zip_code
+    for name in CUSTOMER_FIELDS:
+        setattr(order, f"customer_{name}", getattr(customer, name))
     order.subtotal = record.subtotal
     order.vat_total = record.vat_total
     order.total = record.total

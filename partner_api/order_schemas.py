@@ -20,7 +20,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from core.text import text_field
-from orders.schemas import PartnerReference
+from orders.schemas import OrderCustomerRecord, PartnerReference
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -138,15 +138,8 @@ class AcknowledgeRequest(BaseModel):
     )
 
 
-class OrderCustomer(BaseModel):
-    name: str
-    email: str
-    phone: str | None = None
-    ico: str | None = Field(default=None, description="Company registration number.")
-    dic: str | None = Field(default=None, description="Tax number.")
-    address: str | None = None
-    city: str | None = None
-    zip_code: str | None = None
+class OrderCustomer(OrderCustomerRecord):
+    """The customer of an order, as the poll shows it."""
 
 
 class OrderItem(BaseModel):

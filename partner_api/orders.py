@@ -112,7 +112,7 @@ class OrderAcknowledgeView(PartnerAPIView):
         if problems:
             raise RequestInvalid(problems)
         try:
-            acknowledgement = order_acknowledge(
+            order = order_acknowledge(
                 order_id=path.order_id,
                 partner_reference=body.partner_reference,
                 note=body.note,
@@ -122,4 +122,4 @@ class OrderAcknowledgeView(PartnerAPIView):
             raise exceptions.NotFound(str(exc))
         except OrderAlreadyAcknowledged as exc:
             raise Conflict(str(exc))
-        return Response(order_for_partner(order_id=acknowledgement.order.pk))
+        return Response(order_for_partner(order_id=order.pk))
