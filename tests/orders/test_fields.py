@@ -6,7 +6,7 @@ from partner_api.order_schemas import OrderCustomer
 
 
 def test_customer_fields_come_from_the_model_columns():
-    assert CUSTOMER_COLUMNS == tuple(f"customer_{name}" for name in CUSTOMER_FIELDS)
+    assert tuple(f"customer_{name}" for name in CUSTOMER_FIELDS) == CUSTOMER_COLUMNS
     assert "name" in CUSTOMER_FIELDS and "zip_code" in CUSTOMER_FIELDS
 
 
