@@ -158,6 +158,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# One time format in the admin, with seconds and the zone (config/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["config.formats"]
 
 # ------------------------------------------------------------------------------
 # Static files (served by the app through WhiteNoise: admin and Swagger UI work offline)
@@ -242,6 +244,7 @@ SPECTACULAR_SETTINGS = {
         "the shop's orders to it. Every operation needs the `X-API-Key` header."
     ),
     "VERSION": "1.0.0",
+    "LICENSE": {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"},
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -250,6 +253,10 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",
     "PREPROCESSING_HOOKS": ["partner_api.schema_extensions.canonical_paths"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "partner_api.schema_extensions.this_server",
+    ],
 }
 
 # ------------------------------------------------------------------------------
@@ -286,6 +293,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.request": {"level": "ERROR"},
-        "django.server": {"level": "WARNING"},
+        # runserver's own access line would repeat the request's line (partner_api.middleware).
+        "django.server": {"level": "CRITICAL"},
     },
 }
