@@ -177,7 +177,7 @@ def _audit_label(audit: SyncAudit | None) -> str:
 
 
 @admin.register(PendingProduct)
-class PendingProductAdmin(admin.ModelAdmin):
+class PendingProductAdmin(ReadOnlyAdmin):
     list_display = (
         "stock_code",
         "ean",
@@ -218,15 +218,7 @@ class PendingProductAdmin(admin.ModelAdmin):
         "resolved_by",
     )
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        # Pending keys change only through the actions below.
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+    # Read-only: pending keys change only through the actions below.
 
     def has_resolve_permission(self, request) -> bool:
         return request.user.has_perm("catalog.change_pendingproduct")

@@ -15,25 +15,13 @@ from typing import Any
 from django.db.models import Count, Min, QuerySet
 from django.utils import timezone
 
-from orders.models import CUSTOMER_COLUMNS, CUSTOMER_FIELDS, Order, OrderItem
+from orders.models import CUSTOMER_FIELDS, ORDER_RECORD_COLUMNS, Order, OrderItem
 
 PartnerStatus = Order.PartnerStatus
 # The poll's filter value meaning "pending_partner and acknowledged".
 PARTNER_STATUS_ALL = "all"
 
-_ORDER_COLUMNS = (
-    "id",
-    "order_number",
-    "created_at",
-    "status",
-    *CUSTOMER_COLUMNS,
-    "subtotal",
-    "vat_total",
-    "total",
-    "currency",
-    "partner_sync_status",
-    "partner_reference",
-)
+_ORDER_COLUMNS = ("id", "order_number", *ORDER_RECORD_COLUMNS)
 _ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "stock_code")
 
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from core.problems import Problem, Refused
 from orders.models import (
-    CUSTOMER_COLUMNS,
     CUSTOMER_FIELDS,
     DEFAULT_CURRENCY,
+    ORDER_RECORD_COLUMNS,
     Order,
     OrderItem,
 )
@@ -151,18 +151,7 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
     return orders
 
 
-_IMPORTED_FIELDS = (
-    "created_at",
-    "status",
-    *CUSTOMER_COLUMNS,
-    "subtotal",
-    "vat_total",
-    "total",
-    "currency",
-    "partner_sync_status",
-    "partner_reference",
-    "acknowledged_at",
-)
+_IMPORTED_FIELDS = (*ORDER_RECORD_COLUMNS, "acknowledged_at")
 
 
 def _apply_record(order: Order, record: OrderRecord, *, now) -> None:
