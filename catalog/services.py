@@ -33,6 +33,7 @@ from catalog.schemas import (
     ProductItem,
     SyncContext,
 )
+from monitoring.metrics import record_sync_call
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +174,16 @@ def sync_audit_create(
     unknown: int = 0,
     error_summary: str = "",
 ) -> SyncAudit:
-    """Leave the audit row of one sync call."""
+    """Leave the audit row of one sync call, and count the call once its row is committed."""
+    transaction.on_commit(
+        lambda: record_sync_call(
+            endpoint=endpoint,
+            outcome=outcome,
+            duration=time.perf_counter() - started,
+            updated=updated,
+            unknown=unknown,
+        )
+    )
     return SyncAudit.objects.create(
         api_key_name=client.key_name if client else "",
         endpoint=endpoint,

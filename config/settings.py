@@ -81,9 +81,11 @@ INSTALLED_APPS = [
     "orders",
     "plants",
     "partner_api",
+    "monitoring",
 ]
 
 MIDDLEWARE = [
+    "monitoring.middleware.HttpMetricsMiddleware",
     "partner_api.middleware.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -189,6 +191,11 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 SYNC_MAX_ITEMS = env_int("SYNC_MAX_ITEMS", 5000)
 CATALOG_SYNC_MAX_ITEMS = env_int("CATALOG_SYNC_MAX_ITEMS", 5000)
 IDEMPOTENCY_RETENTION_HOURS = env_int("IDEMPOTENCY_RETENTION_HOURS", 24)
+
+# ------------------------------------------------------------------------------
+# Metrics (GET /metrics, see monitoring/): 404 while unset, a bearer token when set
+# ------------------------------------------------------------------------------
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
 
 # ------------------------------------------------------------------------------
 # Django REST framework and OpenAPI
