@@ -7,6 +7,7 @@ connection of the service going through Debian's pgbouncer on loopback (DATABASE
 it, DATABASE_TRANSACTION_POOLING is on); the tests' own checks read PostgreSQL directly.
 """
 
+import psycopg
 import pytest
 
 from tests.e2e import test_concurrency, test_faults
@@ -134,3 +135,22 @@ def test_export_pending_streams_without_a_server_side_cursor(live, tmp_path):
     manage(live.env, "export_pending", str(target))
     lines = target.read_text().splitlines()
     assert sum(1 for line in lines if line.startswith("EXP-")) == 3000
+
+
+def test_this_pgbouncer_really_pools_transactions(bouncer):
+    # Why the setting exists: two connections whose statements share server sessions, with
+    # psycopg's default prepare threshold, collide on its prepared statements' names.
+    url = bouncer.url_for(server_url().rsplit("/", 1)[0] + "/postgres")
+
+    def run(prepare_threshold):
+        with (
+            psycopg.connect(url, autocommit=True, prepare_threshold=prepare_threshold) as one,
+            psycopg.connect(url, autocommit=True, prepare_threshold=prepare_threshold) as two,
+        ):
+            for n in range(8):
+                one.execute("SELECT %s::int", [n]).fetchone()
+                two.execute("SELECT %s::int + 1", [n]).fetchone()
+
+    with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+        run(5)
+    run(None)  # the service's setting with DATABASE_TRANSACTION_POOLING
