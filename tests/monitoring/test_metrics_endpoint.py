@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -137,3 +138,16 @@ class TestGaugesFromTheDatabase:
         SyncAuditFactory.create_batch(5)
         with django_assert_max_num_queries(4):
             scrape(Client())
+
+
+def test_a_database_that_does_not_answer_leaves_the_gauges_out(token, monkeypatch):
+    def unreachable():
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr("monitoring.collectors.database_figures", unreachable)
+    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "stock_sync_database_up 0.0" in body
+    assert "stock_sync_orders_waiting" not in body
+    assert "stock_sync_sync_requests_total" in body  # the process's own figures still count
