@@ -81,9 +81,11 @@ INSTALLED_APPS = [
     "orders",
     "plants",
     "partner_api",
+    "monitoring",
 ]
 
 MIDDLEWARE = [
+    "monitoring.middleware.HttpMetricsMiddleware",
     "partner_api.middleware.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -139,6 +141,13 @@ else:
     DATABASES["default"]["OPTIONS"].setdefault(
         "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
     )
+    # Behind pgbouncer in transaction pooling mode (docs/DEPLOYMENT.md), consecutive
+    # transactions of one connection may run on different server sessions: nothing may outlive
+    # a transaction there. No server-side cursors (they are held across transactions) and no
+    # prepared statements (psycopg prepares a query run 5 times, on one session only).
+    if env_bool("DATABASE_TRANSACTION_POOLING", False):
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+        DATABASES["default"]["OPTIONS"]["prepare_threshold"] = None
 
 # ------------------------------------------------------------------------------
 # Authentication
@@ -191,6 +200,11 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 SYNC_MAX_ITEMS = env_int("SYNC_MAX_ITEMS", 5000)
 CATALOG_SYNC_MAX_ITEMS = env_int("CATALOG_SYNC_MAX_ITEMS", 5000)
 IDEMPOTENCY_RETENTION_HOURS = env_int("IDEMPOTENCY_RETENTION_HOURS", 24)
+
+# ------------------------------------------------------------------------------
+# Metrics (GET /metrics, see monitoring/): 404 while unset, a bearer token when set
+# ------------------------------------------------------------------------------
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
 
 # ------------------------------------------------------------------------------
 # Django REST framework and OpenAPI
@@ -281,14 +295,22 @@ if env_bool("DJANGO_BEHIND_PROXY", False):
 # Logging: one line per request on stdout (see partner_api.middleware)
 # ------------------------------------------------------------------------------
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+# "text" (the default, a readable line) or "json" (one JSON object per line, for log shippers).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").strip().lower() or "text"
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "monitoring.logs.JsonLineFormatter"},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+        },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {

@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.views import landing
+from monitoring.views import metrics
 from partner_api.health import healthz
 
 urlpatterns = [
@@ -11,6 +12,7 @@ urlpatterns = [
     re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="schema"),
     re_path(r"^api/docs/?$", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     re_path(r"^healthz/?$", healthz, name="healthz"),
+    re_path(r"^metrics/?$", metrics, name="metrics"),
     path("api/", include("partner_api.urls")),
 ]
 
