@@ -10,11 +10,17 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from django.utils import timezone
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+)
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import NO_NUL_PATTERN
-from orders.schemas import PartnerReference
+from core.text import text_field
+from orders.schemas import OrderCustomerRecord, PartnerReference
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -62,12 +68,48 @@ def parse_since(value: str) -> datetime | None:
         ) from None
 
 
+def _since(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_since(str(value))
+    except ValueError as exc:
+        raise PydanticCustomError("datetime_parsing", str(exc)) from None
+
+
+Since = Annotated[
+    datetime | None,
+    BeforeValidator(_since),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "format": "date-time"},
+                {"type": "string", "maxLength": 0},
+            ]
+        }
+    ),
+]
+
+
 class OrderPollQuery(BaseModel):
-    """The poll's query parameters except `since`, which is parsed on its own (400, not 422)."""
+    """The poll's query parameters: validated with this model, documented from it."""
 
     model_config = ConfigDict(extra="ignore")
 
-    partner_status: PartnerStatusFilter = PartnerStatusFilter.PENDING_PARTNER
+    since: Since = Field(
+        default=None,
+        description=(
+            "ISO 8601 date or date-time, with or without an offset (a naive value is "
+            "read in the service's time zone); returns orders created at or after it. "
+            "Empty means no limit. Anything else is 400."
+        ),
+        examples=["2026-01-31T08:00:00+01:00", "2026-01-31"],
+    )
+    partner_status: PartnerStatusFilter = Field(
+        default=PartnerStatusFilter.PENDING_PARTNER,
+        description="Which orders: pending_partner (default), acknowledged, or all.",
+    )
 
 
 def _positive_integer(value: Any) -> Any:
@@ -91,22 +133,13 @@ class AcknowledgeRequest(BaseModel):
     partner_reference: PartnerReference = Field(
         description="Partner document number; 1 to 64 characters after stripping whitespace."
     )
-    note: (
-        Annotated[str, StringConstraints(max_length=NOTE_MAX_LENGTH, pattern=NO_NUL_PATTERN)] | None
-    ) = Field(
+    note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
         default=None, description="Optional note, at most 1000 characters; logged, never stored."
     )
 
 
-class OrderCustomer(BaseModel):
-    name: str
-    email: str
-    phone: str | None = None
-    ico: str | None = Field(default=None, description="Company registration number.")
-    dic: str | None = Field(default=None, description="Tax number.")
-    address: str | None = None
-    city: str | None = None
-    zip_code: str | None = None
+class OrderCustomer(OrderCustomerRecord):
+    """The customer of an order, as the poll shows it."""
 
 
 class OrderItem(BaseModel):
