@@ -122,12 +122,12 @@ def instrument(clock: Clock) -> None:
     from django.db import connection
     from rest_framework import renderers
 
-    import catalog.bulk
     import catalog.pending
     import catalog.services
+    import core.bulk
     import partner_api.authentication
     import partner_api.parsers
-    import partner_api.views
+    import partner_api.products
     from partner_api.schemas import BatchSyncRequest, ItemSyncRequest
 
     parsers = partner_api.parsers
@@ -139,20 +139,20 @@ def instrument(clock: Clock) -> None:
     )
     auth = partner_api.authentication.ApiKeyAuthentication
     auth.authenticate = clock.wrap("authentication (API key hash)", auth.authenticate)
-    views = partner_api.views
+    views = partner_api.products
     views.ProductSyncView.request_model = types.SimpleNamespace(
         model_validate=clock.wrap("pydantic validation", BatchSyncRequest.model_validate)
     )
     views.ProductItemView.request_model = types.SimpleNamespace(
         model_validate=clock.wrap("pydantic validation", ItemSyncRequest.model_validate)
     )
-    views.duplicate_key_problems = clock.wrap("duplicate-key check", views.duplicate_key_problems)
     views.body_hash = clock.wrap("body hash (canonical JSON + sha256)", views.body_hash)
     views.products_sync = clock.wrap("sync service: transaction, retry", views.products_sync)
     views.ProductSyncView.dispatch = clock.wrap("DRF view dispatch", views.ProductSyncView.dispatch)
     views.ProductItemView.dispatch = clock.wrap("DRF view dispatch", views.ProductItemView.dispatch)
     services = catalog.services
     for name, label in [
+        ("duplicate_key_problems", "duplicate-key check"),
         ("sync_paused", "sync service: pause switch"),
         ("_idempotency_claim", "sync service: idempotency claim"),
         ("_resolve", "sync service: resolve keys (Python)"),
@@ -164,11 +164,11 @@ def instrument(clock: Clock) -> None:
         ("_pending_record", "pending keys (Python)"),
     ]:
         setattr(services, name, clock.wrap(label, getattr(services, name)))
-    catalog.bulk._copy = clock.wrap(
-        "SQL COPY (into a temporary table, or history rows)", catalog.bulk._copy
+    core.bulk._copy = clock.wrap(
+        "SQL COPY (into a temporary table, or history rows)", core.bulk._copy
     )
-    catalog.bulk.select_rows = clock.wrap("select rows (Python)", catalog.bulk.select_rows)
-    services.select_rows = catalog.bulk.select_rows
+    core.bulk.select_rows = clock.wrap("select rows (Python)", core.bulk.select_rows)
+    services.select_rows = core.bulk.select_rows
     renderer = renderers.JSONRenderer
     renderer.render = clock.wrap("rendering (DRF JSONRenderer)", renderer.render)
     connection.ensure_connection()
