@@ -213,8 +213,14 @@ class IdempotencyRecord(models.Model):
     api_key_id = models.CharField(max_length=150)
     endpoint = models.CharField(max_length=32)
     request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH)
+    # The authority: the hash of the body's canonical JSON (the same content, whatever its layout).
     body_hash = models.CharField(max_length=64)
+    # A shortcut: sha256 of the exact bytes of the applied request, so that a retry repeating
+    # them is answered before its body is parsed. Only bytes equal imply the same request_id.
+    raw_body_hash = models.CharField(max_length=64, null=True, blank=True)
     response = models.JSONField(null=True, blank=True)
+    # The applied request's sync_context, as its audit row has it, for the replay's audit row.
+    context = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
@@ -222,6 +228,12 @@ class IdempotencyRecord(models.Model):
             models.UniqueConstraint(
                 fields=("api_key_id", "endpoint", "request_id", "body_hash"),
                 name="catalog_idempotency_key",
+            ),
+        )
+        indexes = (
+            models.Index(
+                fields=("api_key_id", "endpoint", "raw_body_hash"),
+                name="catalog_idempotency_raw",
             ),
         )
 

@@ -108,6 +108,8 @@ class SyncRequest:
     body_hash: str | None
     started: float
     now: Any = None
+    # sha256 of the request's exact bytes, kept with the stored result (products_sync_replay).
+    raw_body_hash: str | None = None
 
     @property
     def endpoint(self) -> str:
@@ -208,12 +210,22 @@ def sync_pause_set(*, paused: bool, by: str, reason: str = "") -> SyncControl:
     return control
 
 
+def sync_context_columns(context: SyncContext | None) -> dict[str, str | None]:
+    """The audit row's columns of a sync_context (also kept for a replay's audit row)."""
+    return {
+        "source_type": context.source_type.value if context else None,
+        "source_ref": context.source_ref if context else None,
+        "note": context.note if context else None,
+        "actor": context.actor if context else None,
+    }
+
+
 def sync_audit_create(
     *,
     client: SyncClient | None,
     single: bool,
     request_id: str | None,
-    context: SyncContext | None,
+    context: SyncContext | dict[str, Any] | None,
     outcome: str,
     status_code: int,
     started: float,
@@ -222,7 +234,11 @@ def sync_audit_create(
     unknown: int = 0,
     error_summary: str = "",
 ) -> SyncAudit:
-    """Leave the audit row of one sync call, and count the call once its row is committed."""
+    """Leave the audit row of one sync call, and count the call once its row is committed.
+
+    `context` is the request's sync_context, or its columns as `sync_context_columns` gave them.
+    """
+    columns = sync_context_columns(context) if not isinstance(context, dict) else context
     transaction.on_commit(
         lambda: record_sync_call(
             endpoint=sync_endpoint(single=single),
@@ -236,10 +252,10 @@ def sync_audit_create(
         api_key_name=client.key_name if client else "",
         endpoint=sync_endpoint(single=single),
         request_id=request_id,
-        source_type=context.source_type.value if context else None,
-        source_ref=context.source_ref if context else None,
-        note=context.note if context else None,
-        actor=context.actor if context else None,
+        source_type=columns.get("source_type"),
+        source_ref=columns.get("source_ref"),
+        note=columns.get("note"),
+        actor=columns.get("actor"),
         products_received=received,
         products_updated=updated,
         unknown_products=unknown,
@@ -259,6 +275,7 @@ def products_sync(
     single: bool,
     body_hash: str | None,
     started: float,
+    raw_body_hash: str | None = None,
 ) -> SyncResult:
     """Apply absolute stock levels, prices and catalogue fields sent by the partner system.
 
@@ -279,6 +296,7 @@ def products_sync(
         single=single,
         body_hash=body_hash,
         started=started,
+        raw_body_hash=raw_body_hash,
     )
     outcome = run_with_retry(lambda: _sync_attempt(replace(request, now=timezone.now())))
     if outcome.refusal is not None:
@@ -309,7 +327,7 @@ def _sync_attempt(request: SyncRequest) -> _Outcome:
         if request.single and resolution.unresolved:
             return _refuse_unknown_single_item(request, resolution, claim_id=claim_id)
         result = _apply(request, resolution)
-        return _respond(result, claim_id=claim_id)
+        return _respond(request, result, claim_id=claim_id)
 
 
 def _paused(request: SyncRequest, control: SyncControl) -> _Outcome:
@@ -404,11 +422,59 @@ def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
     )
 
 
-def _respond(result: SyncResult, *, claim_id: int | None) -> _Outcome:
+def _respond(request: SyncRequest, result: SyncResult, *, claim_id: int | None) -> _Outcome:
     """Keep the result for a replay of the same request, and return it."""
     if claim_id is not None:
-        IdempotencyRecord.objects.filter(pk=claim_id).update(response=result.stored())
+        IdempotencyRecord.objects.filter(pk=claim_id).update(
+            response=result.stored(),
+            raw_body_hash=request.raw_body_hash,
+            context=sync_context_columns(request.context) if request.context else None,
+        )
     return _Outcome(result=result)
+
+
+def products_sync_replay(
+    *, client: SyncClient, single: bool, raw_body_hash: str, started: float
+) -> SyncResult | None:
+    """The stored result of an applied request whose exact bytes this request repeats, or None.
+
+    A shortcut taken before the body is parsed: equal bytes are the same request_id and the
+    same canonical body, so the answer is the one `products_sync` would replay (while paused
+    too), audited the same way. None (a miss) leaves the request to `products_sync`, where the
+    canonical hash decides: a re-serialised retry, a request still in flight (not committed,
+    so not seen here) and an expired record are all handled there.
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
+    found = (
+        IdempotencyRecord.objects.filter(
+            api_key_id=client.key_id,
+            endpoint=sync_endpoint(single=single),
+            raw_body_hash=raw_body_hash,
+            response__isnull=False,
+            created_at__gte=cutoff,
+        )
+        .order_by("-created_at")
+        .values_list("response", "context")
+        .first()
+    )
+    if found is None:
+        return None
+    stored, context = found
+    result = SyncResult.from_stored(stored)
+    sync_audit_create(
+        client=client,
+        single=single,
+        request_id=result.request_id,
+        context=context if isinstance(context, dict) else None,
+        outcome=SyncAudit.Outcome.REPLAYED,
+        status_code=200,
+        started=started,
+        received=result.received,
+        updated=result.updated,
+        unknown=result.unknown,
+    )
+    return result
 
 
 def _idempotency_claim(
