@@ -211,7 +211,9 @@ def test_paused_request_leaves_nothing_to_replay(api_client):
 def test_single_item_same_bytes_replay(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     raw = json.dumps(
-        item("A", shop_quantity=3, request_id="SALE-1", sync_context={"source_type": "customer_sale"})
+        item(
+            "A", shop_quantity=3, request_id="SALE-1", sync_context={"source_type": "customer_sale"}
+        )
     ).encode()
     first = _put(api_client, raw)
     assert first.status_code == 200
