@@ -148,6 +148,12 @@ def instrument(clock: Clock) -> None:
     )
     views.body_hash = clock.wrap("body hash (canonical JSON + sha256)", views.body_hash)
     views.products_sync = clock.wrap("sync service: transaction, retry", views.products_sync)
+    views.SyncView.replay_by_raw_body = clock.wrap(
+        "raw-body replay: read the body, sha256", views.SyncView.replay_by_raw_body
+    )
+    views.products_sync_replay = clock.wrap(
+        "raw-body replay: lookup, audit row (Python)", views.products_sync_replay
+    )
     views.ProductSyncView.dispatch = clock.wrap("DRF view dispatch", views.ProductSyncView.dispatch)
     views.ProductItemView.dispatch = clock.wrap("DRF view dispatch", views.ProductItemView.dispatch)
     services = catalog.services
