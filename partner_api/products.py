@@ -124,7 +124,9 @@ class SyncView(PartnerAPIView):
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return None
-        if not 0 < length <= settings.MAX_REQUEST_BODY_BYTES:
+        # Django's own limit refuses to read a longer body (a 400 that is not ours to give).
+        limit = min(settings.MAX_REQUEST_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE or length)
+        if not 0 < length <= limit:
             return None
         parser = self.get_content_negotiator().select_parser(request, self.get_parsers())
         if not isinstance(parser, parsers.JSONParser):
