@@ -444,8 +444,18 @@ def products_sync_replay(
     canonical hash decides: a re-serialised retry, a request still in flight (not committed,
     so not seen here) and an expired record are all handled there.
     """
-    now = timezone.now()
-    cutoff = now - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
+    return run_with_retry(
+        lambda: _replay_attempt(
+            client=client, single=single, raw_body_hash=raw_body_hash, started=started
+        )
+    )
+
+
+def _replay_attempt(
+    *, client: SyncClient, single: bool, raw_body_hash: str, started: float
+) -> SyncResult | None:
+    # Two statements in autocommit: a busy SQLite database fails the audit row's insert whole.
+    cutoff = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
     found = (
         IdempotencyRecord.objects.filter(
             api_key_id=client.key_id,
