@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -20,7 +19,14 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from catalog import models as m
-from core.text import text_field
+from core.text import (
+    TextFromNumbers,
+    has_invisible_characters,
+    key_text,
+    non_finite_number,
+    text_field,
+    visible_text,
+)
 
 
 def _refuse_bool_as_number(value: Any) -> Any:
@@ -38,8 +44,38 @@ def _decimal_comma(value: Any) -> Any:
     return value
 
 
-StockCode = text_field(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1)
-Ean = text_field(m.EAN_MAX_LENGTH, strip=True)
+def _stock_code(value: Any) -> Any:
+    if isinstance(value, str):
+        if has_invisible_characters(value) and not visible_text(value):
+            # Invisible only: as empty as "" to whoever reads it, so the same 422.
+            raise PydanticCustomError(
+                "string_too_short",
+                "String should have at least 1 visible character",
+                {"min_length": 1},
+            )
+        return key_text(value)
+    if non_finite_number(value):
+        raise PydanticCustomError("finite_number", "Input should be a finite number")
+    return value
+
+
+def _ean(value: Any) -> Any:
+    if isinstance(value, str):
+        return key_text(value)
+    if isinstance(value, float):
+        # 4.006381333931e12 may be a rounded EAN: only an integer is taken as its digits.
+        raise PydanticCustomError(
+            "int_from_float", "An EAN sent as a number must be an integer; send it as text"
+        )
+    return value
+
+
+# Keys are stripped, put in NFC form and refused with control or format characters before
+# their length is checked.
+StockCode = Annotated[
+    text_field(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1), BeforeValidator(_stock_code)
+]
+Ean = Annotated[text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean)]
 Text = text_field(m.TEXT_MAX_LENGTH)
 # Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
 Quantity = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_refuse_bool_as_number)]
@@ -86,10 +122,10 @@ Weight = Annotated[
 ]
 
 
-class ProductItem(BaseModel):
+class ProductItem(TextFromNumbers):
     """One product record as the partner system sends it."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     stock_code: StockCode = Field(description="Stock number in the partner system; required.")
     status: text_field(m.STATUS_MAX_LENGTH) = Field(description="Product status.")  # type: ignore[valid-type]
@@ -171,10 +207,10 @@ class SourceType(StrEnum):
     OTHER = "other"
 
 
-class SyncContext(BaseModel):
+class SyncContext(TextFromNumbers):
     """Where a sync came from; stored with its audit row."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     source_type: SourceType
     source_ref: text_field(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]

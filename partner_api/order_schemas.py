@@ -19,7 +19,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from core.text import text_field
+from core.text import TextFromNumbers, text_field
 from orders.schemas import OrderCustomerRecord, PartnerReference
 
 NOTE_MAX_LENGTH = 1000
@@ -125,10 +125,10 @@ class OrderPath(BaseModel):
     order_id: Annotated[int, BeforeValidator(_positive_integer), Field(ge=1, le=ORDER_ID_MAX)]
 
 
-class AcknowledgeRequest(BaseModel):
+class AcknowledgeRequest(TextFromNumbers):
     """The partner system registered the order under its document number."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     partner_reference: PartnerReference = Field(
         description="Partner document number; 1 to 64 characters after stripping whitespace."

@@ -9,12 +9,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.schemas import ProductItem, RequestId, SyncContext
+from core.text import TextFromNumbers
 
 
-class BatchSyncRequest(BaseModel):
+class BatchSyncRequest(TextFromNumbers):
     """Batch product synchronization: up to 5000 items."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     products: list[ProductItem] = Field(description="Items, at most 5000; keys must be unique.")
     request_id: RequestId | None = Field(
