@@ -29,10 +29,28 @@ from core.text import (
 )
 
 
+def _ascii_number_text(value: str) -> bool:
+    # Python reads "1_000", full-width and other scripts' digits as numbers; the partner
+    # system's exports write ASCII digits, so anything else is a mistake, not a number.
+    return value.isascii() and "_" not in value
+
+
 def _refuse_bool_as_number(value: Any) -> Any:
     # pydantic's lax mode reads true as 1; a boolean quantity is a mistake in the export.
     if isinstance(value, bool):
         raise PydanticCustomError("int_type", "Input should be a valid integer")
+    if isinstance(value, str) and not _ascii_number_text(value):
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer written with ASCII digits"
+        )
+    return value
+
+
+def _decimal_text(value: Any) -> Any:
+    if isinstance(value, str) and not _ascii_number_text(value):
+        raise PydanticCustomError(
+            "decimal_parsing", "Input should be a valid decimal written with ASCII digits"
+        )
     return value
 
 
@@ -40,7 +58,7 @@ def _decimal_comma(value: Any) -> Any:
     if isinstance(value, bool):
         raise PydanticCustomError("decimal_type", "Input should be a valid decimal")
     if isinstance(value, str):
-        return value.strip().replace(",", ".")
+        return _decimal_text(value).strip().replace(",", ".")
     return value
 
 
@@ -112,6 +130,7 @@ def _decimal_bounds(max_digits: int, places: int) -> AfterValidator:
 Price = Annotated[
     Decimal,
     Field(ge=0, allow_inf_nan=False),
+    BeforeValidator(_decimal_text),
     _decimal_bounds(m.PRICE_MAX_DIGITS, m.PRICE_DECIMAL_PLACES),
 ]
 Weight = Annotated[
