@@ -2,18 +2,17 @@
 
 import contextlib
 import hashlib
-import json
 import logging
 import time
 from typing import Any
 
-import orjson
 import pydantic
 from django.db import DatabaseError
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
+from catalog.idempotency import sync_replay_of_applied
 from catalog.models import SyncAudit
 from catalog.schemas import SyncContext
 from catalog.services import (
@@ -23,6 +22,7 @@ from catalog.services import (
     sync_audit_create,
     sync_limit_problem,
 )
+from core.canonical import canonical_json
 from core.problems import Refused
 from partner_api.base import (
     BODY_RESPONSES,
@@ -38,13 +38,9 @@ logger = logging.getLogger(__name__)
 
 
 def body_hash(data: Any) -> str:
-    """Hash of the body's canonical JSON: the same content hashes the same, whatever its layout."""
-    try:
-        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        # orjson refuses integers over 64 bits and lone surrogates; the standard library does not.
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(canonical).hexdigest()
+    """Hash of the body's canonical JSON (RFC 8785's equality): the same content hashes the
+    same, whatever its layout and number spelling."""
+    return hashlib.sha256(canonical_json(data)).hexdigest()
 
 
 def sync_body(result: SyncResult) -> dict[str, Any]:
@@ -85,6 +81,11 @@ class SyncView(PartnerAPIView):
                 problems.append(too_many.located("body"))
         payload = validate(self.request_model, data, loc="body", problems=problems)
         if problems:
+            # A retry of an applied request is its original answer, even when the retry's
+            # spelling (an EAN re-serialised as 4.006381333931e12) would be refused afresh.
+            replayed = self._replay_of_applied(data)
+            if replayed is not None:
+                return self._answer(replayed)
             raise RequestInvalid(problems)
         self.audit_context = payload.sync_context
         result = products_sync(
@@ -97,11 +98,27 @@ class SyncView(PartnerAPIView):
             body_hash=body_hash(data) if payload.request_id is not None else None,
             started=self.started,
         )
+        return self._answer(result)
+
+    def _answer(self, result: SyncResult) -> Response:
         self.audited = True
         response = Response(sync_body(result))
         if result.replayed:
             response["Idempotent-Replayed"] = "true"
         return response
+
+    def _replay_of_applied(self, data: Any) -> SyncResult | None:
+        if self.audit_request_id is None:
+            return None
+        return sync_replay_of_applied(
+            client=SyncClient(key_id=self.request.user.key_id, key_name=self.request.user.name),
+            single=self.single,
+            request_id=self.audit_request_id,
+            body_hash=body_hash(data),
+            context=self.audit_context,
+            received=self.audit_received,
+            started=self.started,
+        )
 
     def _note_request(self, data: Any) -> None:
         """What a refusal's audit row names: request_id, context and item count, where valid."""
