@@ -452,14 +452,18 @@ def _resolve(items: Sequence[ProductItem]) -> _Resolution:
     # Only the tracked fields are read (for history); the database itself compares the rest
     # when it writes. The rows are locked in primary-key order, so overlapping batches queue
     # instead of deadlocking.
-    rows = select_rows(
-        Product,
-        ("id", "ean", "stock_code", *TRACKED_FIELDS),
-        where_in=("stock_code", {item.stock_code for item in items}),
-        order_by="id",
-        lock=True,
-    )
+    rows = _locked_products({item.stock_code for item in items})
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
+    unknown_codes = {item.stock_code for item in items if not products.candidates(*item.key)}
+    if unknown_codes:
+        # The statement above saw the catalogue as it was when it started. A product created
+        # while it waited for a row lock (by an import, in the admin) exists now, and its
+        # creation found no pending key of this batch to resolve: look again, so the batch
+        # applies to it (the serial order "creation, then this batch").
+        fresh = {row[0]: row for row in _locked_products(unknown_codes)}
+        if fresh.keys() - {row[0] for row in rows}:
+            rows = [row for row in rows if row[0] not in fresh] + list(fresh.values())
+            products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
 
     resolution = _Resolution()
     claimed_by: dict[int, int] = {}
@@ -484,6 +488,17 @@ def _resolve(items: Sequence[ProductItem]) -> _Resolution:
                 )
             resolution.matched.append((item, row))
     return resolution
+
+
+def _locked_products(stock_codes: set[str]) -> list[tuple]:
+    """The products with these stock codes (id, key, tracked fields), locked in id order."""
+    return select_rows(
+        Product,
+        ("id", "ean", "stock_code", *TRACKED_FIELDS),
+        where_in=("stock_code", stock_codes),
+        order_by="id",
+        lock=True,
+    )
 
 
 def _changes(
@@ -590,18 +605,38 @@ class ImportResult:
 
 
 def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
-    """Create or update products by key from a catalogue file, all or nothing."""
+    """Create or update products by key from a catalogue file, all or nothing.
+
+    The products are locked in primary-key order, as the sync locks them, so an import beside
+    syncs queues instead of deadlocking; a transient failure runs the import again.
+    """
     problems = duplicate_key_problems(items)
     if problems:
         raise ItemsRefused(problems)
-    # Chunked lookups: SQLite refuses statements with more than about 32k parameters.
+    return run_with_retry(lambda: _import_attempt(items))
+
+
+def _import_attempt(items: Sequence[ProductItem]) -> ImportResult:
     codes = sorted({item.stock_code for item in items})
-    chunks = [codes[i : i + IMPORT_CHUNK] for i in range(0, len(codes), IMPORT_CHUNK)]
+    # SQLite refuses statements with more than about 32k parameters (and locks no rows);
+    # PostgreSQL takes every code as one array parameter, and the locks in one id order.
+    code_chunks = (
+        [codes]
+        if connection.vendor == "postgresql"
+        else [codes[i : i + IMPORT_CHUNK] for i in range(0, len(codes), IMPORT_CHUNK)]
+    )
     with transaction.atomic():
+        pks = sorted(
+            row[0]
+            for chunk in code_chunks
+            for row in select_rows(
+                Product, ("id",), where_in=("stock_code", chunk), order_by="id", lock=True
+            )
+        )
         existing = {
             (p.ean, p.stock_code): p
-            for chunk in chunks
-            for p in Product.objects.select_for_update().filter(stock_code__in=chunk)
+            for i in range(0, len(pks), IMPORT_CHUNK)
+            for p in Product.objects.filter(pk__in=pks[i : i + IMPORT_CHUNK])
         }
         now = timezone.now()
         new_products = []
@@ -622,9 +657,10 @@ def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
         Product.objects.bulk_update(
             changed, (*VALUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
         )
-        for chunk in chunks:
+        for i in range(0, len(codes), IMPORT_CHUNK):
             pending_resolve_for_products(
-                products=Product.objects.filter(stock_code__in=chunk), by="import"
+                products=Product.objects.filter(stock_code__in=codes[i : i + IMPORT_CHUNK]),
+                by="import",
             )
         created, updated = len(new_products), len(changed)
     return ImportResult(created=created, updated=updated)
