@@ -21,6 +21,7 @@ from django.utils import timezone
 from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.schemas import TRACKED_FIELDS, ProductItem
+from core.bulk import bulk_update_rows
 
 HISTORY_SOURCE = "pending"
 SYNC_RESOLVER = "sync"
@@ -245,7 +246,7 @@ def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: da
     `matched` holds (ean, stock_code, product pk) of the items the sync applied with an EAN. The
     sync's own values are newer than anything pending, so no payload is applied: the entry with
     that exact key, or the one with that stock_code and no EAN (unknown or ambiguous before), is
-    simply closed, in at most three statements whatever the batch size.
+    simply closed, in a few statements whatever the batch size.
     """
     if not matched:
         return 0
@@ -267,16 +268,11 @@ def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: da
         if not found:
             continue
         product_pk = found[-1][2]
-        closing.append(
-            PendingProduct(
-                pk=pending_pk,
-                state=PendingProduct.State.RESOLVED,
-                resolved_product_id=product_pk,
-                resolved_at=now,
-                resolved_by=SYNC_RESOLVER,
-            )
-        )
-    PendingProduct.objects.bulk_update(
-        closing, ("state", "resolved_product", "resolved_at", "resolved_by")
+        closing.append((pending_pk, PendingProduct.State.RESOLVED, product_pk, now, SYNC_RESOLVER))
+    # Set-based (one UPDATE ... FROM on PostgreSQL): Django's bulk_update writes a CASE per
+    # row, which took 7-8 s for 5000 keys while the batch held its row locks.
+    closing.sort()
+    bulk_update_rows(
+        PendingProduct, ("state", "resolved_product", "resolved_at", "resolved_by"), closing
     )
     return len(closing)

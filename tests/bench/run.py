@@ -72,11 +72,21 @@ def batch_body(
     return json.dumps(body).encode()
 
 
-def measure(func: Callable[[int], None], runs: int, warmup: int = 1) -> list[float]:
+def measure(
+    func: Callable[[int], None],
+    runs: int,
+    warmup: int = 1,
+    prepare: Callable[[int], None] | None = None,
+) -> list[float]:
+    """Time `func(i)` for each run; `prepare(i)`, if given, runs untimed before each call."""
     for i in range(warmup):
+        if prepare:
+            prepare(-1 - i)
         func(-1 - i)
     times = []
     for i in range(runs):
+        if prepare:
+            prepare(i)
         gc.collect()
         started = time.perf_counter()
         func(i)
@@ -233,6 +243,21 @@ class Bench:
         items = [ProductItem.model_validate(full_item(i, 1)) for i in range(self.size)]
         products_import(items=items)
 
+    def open_pending_keys(self, _: int) -> None:
+        """An open pending key without EAN for every seeded product's stock code."""
+        from catalog.models import PendingProduct
+
+        PendingProduct.objects.filter(stock_code__startswith="BENCH-").delete()
+        PendingProduct.objects.bulk_create(
+            PendingProduct(
+                stock_code=full_item(i, 1)["stock_code"],
+                ean="",
+                reason=PendingProduct.Reason.UNKNOWN,
+                payload=full_item(i, 1),
+            )
+            for i in range(self.size)
+        )
+
     def record(self, name, service, floor=None, note=None) -> None:
         self.rows.append((name, service, floor, note))
 
@@ -276,6 +301,14 @@ class Bench:
 
         replays = measure(replay, runs)
         self.record(f"batch {size}, idempotent replay", replays, floor)
+
+        # Every item answers an open pending key without EAN (unknown or ambiguous before):
+        # the batch closes as many keys as it has items.
+        closing = {q: batch_body(size, 700 + q) for q in range(-4, runs + 1)}
+        closes = measure(
+            lambda i: self.post_batch(closing[i]), runs, prepare=self.open_pending_keys
+        )
+        self.record(f"batch {size}, closes {size} open pending keys", closes, floor)
 
         def single(i: int) -> None:
             item = full_item(i % size, 1000 + i)
