@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from catalog.models import IdempotencyRecord, PendingProduct, ProductHistory, SyncAudit
 from catalog.schemas import VALUE_FIELDS
+from core.files import spreadsheet_text
 
 # Audits go in batches: each batch is one short transaction, so a purge of months of audits
 # neither holds locks for long nor loads every row at once.
@@ -108,19 +109,19 @@ def pending_export_csv(
         payload = payload if isinstance(payload, dict) else {}
         values = [_cell(payload.get(name)) for name in VALUE_FIELDS]
         reason, state, times_seen, first_seen, last_seen, request_id = rest
-        writer.writerow(
-            [
-                stock_code,
-                ean,
-                *values,
-                reason,
-                state,
-                times_seen,
-                first_seen.isoformat(),
-                last_seen.isoformat(),
-                request_id or "",
-            ]
-        )
+        row = [
+            stock_code,
+            ean,
+            *values,
+            reason,
+            state,
+            times_seen,
+            first_seen.isoformat(),
+            last_seen.isoformat(),
+            request_id or "",
+        ]
+        # Staff open this file in a spreadsheet: no cell may run as a formula.
+        writer.writerow([spreadsheet_text(cell) if isinstance(cell, str) else cell for cell in row])
         count += 1
     return count
 
