@@ -94,3 +94,13 @@ def test_an_ean_sent_as_a_number_that_is_not_an_integer_is_400(api_client, ean):
     assert response.status_code == 400
     assert locs(response) == [["body", "products", 0, "ean"]]
     assert not PendingProduct.objects.exists()
+
+
+def test_an_empty_stock_code_after_a_bad_price_is_422_listing_both(api_client):
+    products = [item("A", catalog_price="abc"), item("B"), item("C"), item("")]
+    response = post_sync(api_client, {"products": products})
+    assert response.status_code == 422
+    assert locs(response) == [
+        ["body", "products", 0, "catalog_price"],
+        ["body", "products", 3, "stock_code"],
+    ]
