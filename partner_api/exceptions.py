@@ -39,9 +39,15 @@ class RequestInvalid(exceptions.APIException):
 
 
 class Conflict(exceptions.APIException):
+    """A 409; `fields` are added to the body beside `detail`."""
+
     status_code = status.HTTP_409_CONFLICT
     default_detail = "Conflict."
     default_code = "conflict"
+
+    def __init__(self, detail: str | None = None, **fields: Any):
+        super().__init__(detail)
+        self.fields = fields
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -152,7 +158,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         detail = exc.detail
         if isinstance(detail, dict | list):
             detail = str(exc.default_detail)
-        response.data = {"detail": str(detail)}
+        response.data = {"detail": str(detail), **getattr(exc, "fields", {})}
     return response
 
 

@@ -15,6 +15,7 @@ from pydantic_core import PydanticCustomError
 
 from catalog.schemas import NO_NUL_PATTERN
 from orders.schemas import PartnerReference
+from orders.selectors import PAGE_LIMIT_MAX, CursorInvalid, OrderKey, order_cursor_decode
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -62,14 +63,6 @@ def parse_since(value: str) -> datetime | None:
         ) from None
 
 
-class OrderPollQuery(BaseModel):
-    """The poll's query parameters except `since`, which is parsed on its own (400, not 422)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    partner_status: PartnerStatusFilter = PartnerStatusFilter.PENDING_PARTNER
-
-
 def _positive_integer(value: Any) -> Any:
     # The path carries text; only plain digits are an id ("1e3", " 7", "+7" are not).
     if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value):
@@ -77,6 +70,41 @@ def _positive_integer(value: Any) -> Any:
             "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
         )
     return value
+
+
+def _empty_is_absent(value: Any) -> Any:
+    return None if value == "" else value
+
+
+def _cursor_key(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return order_cursor_decode(value)
+    except CursorInvalid:
+        raise PydanticCustomError(
+            "cursor_invalid",
+            "Input should be the next_cursor of an earlier response of this service",
+        ) from None
+
+
+class OrderPollQuery(BaseModel):
+    """The poll's query parameters except `since`, which is parsed on its own (400, not 422).
+
+    An empty `limit` or `cursor` is the same as an absent one.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    partner_status: PartnerStatusFilter = PartnerStatusFilter.PENDING_PARTNER
+    limit: Annotated[
+        Annotated[int, Field(ge=1, le=PAGE_LIMIT_MAX)] | None,
+        BeforeValidator(_positive_integer),
+        BeforeValidator(_empty_is_absent),
+    ] = None
+    cursor: Annotated[
+        OrderKey | None, BeforeValidator(_cursor_key), BeforeValidator(_empty_is_absent)
+    ] = None
 
 
 class OrderPath(BaseModel):
@@ -139,4 +167,17 @@ class Order(BaseModel):
 
 class OrderList(BaseModel):
     orders: list[Order]
-    count: int = Field(description="Number of orders returned.")
+    count: int = Field(description="Number of orders in this response.")
+    next_cursor: str | None = Field(
+        default=None,
+        description=(
+            "With `limit`: the cursor of the next page when more orders match after the last "
+            "one returned, otherwise null. Send it back as `cursor` with the same `since` and "
+            "`partner_status`."
+        ),
+    )
+
+
+class AcknowledgeConflict(BaseModel):
+    detail: str
+    partner_reference: str = Field(description="The partner reference the order already has.")

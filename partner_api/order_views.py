@@ -7,11 +7,13 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from catalog.services import Problem
-from orders.selectors import order_for_partner, orders_for_partner
+from orders.selectors import order_cursor_encode, order_for_partner, orders_page_for_partner
 from orders.services import OrderAlreadyAcknowledged, OrderNotFound, order_acknowledge
 from partner_api.exceptions import Conflict, RequestInvalid, problems_from_pydantic
 from partner_api.order_schemas import (
     ORDER_ID_MAX,
+    PAGE_LIMIT_MAX,
+    AcknowledgeConflict,
     AcknowledgeRequest,
     Order,
     OrderList,
@@ -37,7 +39,9 @@ class OrderPollView(PartnerAPIView):
         description=(
             "Orders meant for the partner system, oldest first (created_at, then order_id). "
             "By default only orders waiting for the partner (pending_partner). Orders without a "
-            "partner sync status are never listed. `count` is the number of orders returned."
+            "partner sync status are never listed. `count` is the number of orders returned. "
+            "With `limit` the orders come in pages: follow `next_cursor` until it is null, "
+            "sending the same `since` and `partner_status` with every page."
         ),
         parameters=[
             OpenApiParameter(
@@ -70,6 +74,27 @@ class OrderPollView(PartnerAPIView):
                 default=PartnerStatusFilter.PENDING_PARTNER.value,
                 description="Which orders: pending_partner (default), acknowledged, or all.",
             ),
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX},
+                OpenApiParameter.QUERY,
+                required=False,
+                description=(
+                    "At most this many orders (1 to 1000); the response's next_cursor leads to "
+                    "the next page. Without it (or empty) every matching order is returned."
+                ),
+            ),
+            OpenApiParameter(
+                "cursor",
+                {"type": "string", "pattern": r"^[A-Za-z0-9_.\-]*$"},
+                OpenApiParameter.QUERY,
+                required=False,
+                description=(
+                    "The next_cursor of the previous page, as it was (URL-safe, opaque): the "
+                    "orders after that page's last one. Empty means the first page. A cursor "
+                    "the service did not issue is 422."
+                ),
+            ),
         ],
         responses={
             200: OpenApiResponse(OrderList, description="The orders and their number."),
@@ -80,7 +105,10 @@ class OrderPollView(PartnerAPIView):
             **UNAUTHORIZED,
             422: OpenApiResponse(
                 ValidationErrorBody,
-                description='Invalid `partner_status` (loc ["query", "partner_status"]).',
+                description=(
+                    'Invalid `partner_status`, `limit` or `cursor` (loc ["query", "partner_status"], '
+                    '["query", "limit"], ["query", "cursor"]); an invalid `since` is listed too.'
+                ),
             ),
         },
         tags=["orders"],
@@ -113,8 +141,16 @@ class OrderPollView(PartnerAPIView):
             )
         if since_problems:
             raise RequestInvalid(since_problems, status_code=400)
-        orders = orders_for_partner(partner_status=query.partner_status.value, since=since)
-        return Response({"orders": orders, "count": len(orders)})
+        page = orders_page_for_partner(
+            partner_status=query.partner_status.value,
+            since=since,
+            after=query.cursor,
+            limit=query.limit,
+        )
+        next_cursor = order_cursor_encode(page.next_key) if page.next_key is not None else None
+        return Response(
+            {"orders": page.orders, "count": len(page.orders), "next_cursor": next_cursor}
+        )
 
 
 class OrderAcknowledgeView(PartnerAPIView):
@@ -146,13 +182,17 @@ class OrderAcknowledgeView(PartnerAPIView):
                 ErrorBody, description="No such order, or the order is not the partner's."
             ),
             409: OpenApiResponse(
-                ErrorBody,
-                description="Already acknowledged with another partner_reference; the body names it.",
+                AcknowledgeConflict,
+                description=(
+                    "Already acknowledged with another partner_reference; the body names the "
+                    "stored one, in its message and as the field partner_reference."
+                ),
                 examples=[
                     OpenApiExample(
                         "conflict",
                         value={
-                            "detail": "Order 12 is already acknowledged with partner_reference 'FA-1'."
+                            "detail": "Order 12 is already acknowledged with partner_reference 'FA-1'.",
+                            "partner_reference": "FA-1",
                         },
                     )
                 ],
@@ -194,5 +234,5 @@ class OrderAcknowledgeView(PartnerAPIView):
         except OrderNotFound as exc:
             raise exceptions.NotFound(str(exc))
         except OrderAlreadyAcknowledged as exc:
-            raise Conflict(str(exc))
+            raise Conflict(str(exc), partner_reference=exc.partner_reference)
         return Response(order_for_partner(order_id=acknowledgement.order.pk))
