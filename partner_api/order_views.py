@@ -172,7 +172,18 @@ class OrderAcknowledgeView(PartnerAPIView):
                 {"type": "integer", "minimum": 1, "maximum": ORDER_ID_MAX},
                 OpenApiParameter.PATH,
                 description="Internal order identifier (order_id of the poll).",
-            )
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                str,
+                OpenApiParameter.HEADER,
+                response=[200],
+                enum=["true"],
+                description=(
+                    "Present when the order was already acknowledged with this "
+                    "partner_reference: the repeat changed nothing."
+                ),
+            ),
         ],
         request=AcknowledgeRequest,
         responses={
@@ -235,4 +246,8 @@ class OrderAcknowledgeView(PartnerAPIView):
             raise exceptions.NotFound(str(exc))
         except OrderAlreadyAcknowledged as exc:
             raise Conflict(str(exc), partner_reference=exc.partner_reference)
-        return Response(order_for_partner(order_id=acknowledgement.order.pk))
+        response = Response(order_for_partner(order_id=acknowledgement.order.pk))
+        if not acknowledgement.changed:
+            # As for a replayed sync: a client can tell a repeat from the first acknowledgement.
+            response["Idempotent-Replayed"] = "true"
+        return response

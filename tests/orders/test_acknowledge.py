@@ -86,6 +86,8 @@ class TestRepeat:
         again = acknowledge(api_client, order.pk, {"partner_reference": "FA-1", "note": "retry"})
         assert again.status_code == 200
         assert again.json() == first.json()
+        assert "Idempotent-Replayed" not in first
+        assert again["Idempotent-Replayed"] == "true"
         order.refresh_from_db()
         assert order.acknowledged_at == stored_at
         assert order.partner_reference == "FA-1"
