@@ -123,13 +123,6 @@ def _partner_orders(partner_status: str, since: datetime | None) -> QuerySet[Ord
     return orders
 
 
-def orders_for_partner(
-    *, partner_status: str = PartnerStatus.PENDING_PARTNER, since: datetime | None = None
-) -> list[dict[str, Any]]:
-    """The partner's orders in `partner_status` created at or after `since`, oldest first."""
-    return orders_page_for_partner(partner_status=partner_status, since=since).orders
-
-
 def orders_page_for_partner(
     *,
     partner_status: str = PartnerStatus.PENDING_PARTNER,
@@ -137,8 +130,9 @@ def orders_page_for_partner(
     after: OrderKey | None = None,
     limit: int | None = None,
 ) -> OrderPage:
-    """The partner's orders as `orders_for_partner` lists them, starting after the key `after`,
-    at most `limit` of them (all without a limit)."""
+    """The partner's orders in `partner_status` created at or after `since`, oldest first
+    (created_at, then order_id): those after the key `after`, at most `limit` of them (every
+    one without a limit)."""
     orders = _partner_orders(partner_status, since)
     if after is not None:
         # The `>=` bound is the range the (status, created_at, id) index scans; the rest of the

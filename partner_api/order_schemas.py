@@ -10,7 +10,14 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from django.utils import timezone
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 from pydantic_core import PydanticCustomError
 
 from catalog.schemas import NO_NUL_PATTERN
@@ -76,16 +83,16 @@ def _empty_is_absent(value: Any) -> Any:
     return None if value == "" else value
 
 
-def _cursor_key(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return order_cursor_decode(value)
-    except CursorInvalid:
-        raise PydanticCustomError(
-            "cursor_invalid",
-            "Input should be the next_cursor of an earlier response of this service",
-        ) from None
+def _issued_cursor(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            order_cursor_decode(value)
+        except CursorInvalid:
+            raise PydanticCustomError(
+                "cursor_invalid",
+                "Input should be the next_cursor of an earlier response of this service",
+            ) from None
+    return value
 
 
 class OrderPollQuery(BaseModel):
@@ -103,8 +110,13 @@ class OrderPollQuery(BaseModel):
         BeforeValidator(_empty_is_absent),
     ] = None
     cursor: Annotated[
-        OrderKey | None, BeforeValidator(_cursor_key), BeforeValidator(_empty_is_absent)
+        str | None, AfterValidator(_issued_cursor), BeforeValidator(_empty_is_absent)
     ] = None
+
+    @property
+    def after(self) -> OrderKey | None:
+        """Where the cursor says to go on: after this order."""
+        return order_cursor_decode(self.cursor) if self.cursor is not None else None
 
 
 class OrderPath(BaseModel):

@@ -144,7 +144,7 @@ class OrderPollView(PartnerAPIView):
         page = orders_page_for_partner(
             partner_status=query.partner_status.value,
             since=since,
-            after=query.cursor,
+            after=query.after,
             limit=query.limit,
         )
         next_cursor = order_cursor_encode(page.next_key) if page.next_key is not None else None

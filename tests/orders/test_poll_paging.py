@@ -237,3 +237,19 @@ class TestRefusals:
         response = poll(anon_client, limit="0", cursor="nope")
 
         assert response.status_code == 401
+
+
+@pytest.mark.parametrize("payload", [["x", 1], [1], [1, -1], [10**30, 1], [True, 1], {"a": 1}])
+def test_a_signed_cursor_of_the_wrong_shape_is_422(api_client, payload):
+    from django.core import signing
+
+    from orders.selectors import _CompactJSONSerializer
+
+    cursor = signing.Signer(salt="orders.poll.cursor", sep=".").sign_object(
+        payload, serializer=_CompactJSONSerializer
+    )
+
+    response = poll(api_client, limit=2, cursor=cursor)
+
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "cursor"]
