@@ -76,7 +76,12 @@ class OrderPollView(PartnerAPIView):
             ),
             OpenApiParameter(
                 "limit",
-                {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX},
+                {
+                    "anyOf": [
+                        {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX},
+                        {"type": "string", "maxLength": 0},
+                    ]
+                },
                 OpenApiParameter.QUERY,
                 required=False,
                 description=(
