@@ -110,6 +110,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small and fast, no targets")
     parser.add_argument("--runs", type=int, default=None, help="timed runs per scenario")
+    parser.add_argument(
+        "--orders-only", action="store_true", help="only the order scenarios (poll, paging)"
+    )
     parser.add_argument("--rss-probe", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rss-probe-poll", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -134,7 +137,12 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    Bench(url, quick=args.quick, runs=args.runs).run()
+    bench = Bench(url, quick=args.quick, runs=args.runs)
+    if args.orders_only:
+        bench.bench_orders()
+        bench.report()
+    else:
+        bench.run()
 
 
 def rss_probe(size: int) -> None:
@@ -367,6 +375,8 @@ class Bench:
             )
         for line in getattr(self, "extra_lines", []):
             print(line)
+        if not hasattr(self, "memory_peak"):
+            return
         print(
             f"peak Python memory added by one {self.size}-item batch (tracemalloc): "
             f"{self.memory_peak / 1e6:.1f} MB"
