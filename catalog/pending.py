@@ -9,7 +9,6 @@ has that stock_code.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,8 +18,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
-from catalog.schemas import TRACKED_FIELDS, VALUE_FIELDS, ProductItem
+from catalog.schemas import TRACKED_FIELDS, ProductItem
 
 HISTORY_SOURCE = "pending"
 SYNC_RESOLVER = "sync"
@@ -33,18 +33,6 @@ class PendingCreateResult:
     created: list[Product] = field(default_factory=list)
     resolved: int = 0
     skipped: list[str] = field(default_factory=list)
-
-
-def _pending_match(
-    pending: PendingProduct,
-    by_key: dict[tuple[str, str], int],
-    by_code: dict[str, list[int]],
-) -> int | None:
-    """The pk of the one product the pending key names, as the sync's lookup would find it."""
-    if pending.ean:
-        return by_key.get((pending.ean, pending.stock_code))
-    candidates = by_code.get(pending.stock_code, [])
-    return candidates[0] if len(candidates) == 1 else None
 
 
 def _source_audit_id(pending: PendingProduct) -> int | None:
@@ -101,17 +89,12 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
         )
         if not pendings:
             return 0
-        by_key: dict[tuple[str, str], int] = {}
-        by_code: dict[str, list[int]] = defaultdict(list)
-        for pk, ean, stock_code in product_rows:
-            by_key[(ean, stock_code)] = pk
-            by_code[stock_code].append(pk)
-
+        products_by_key = ProductsByKey(product_rows, key=lambda row: (row[1], row[2]))
         matches = []
         for pending in pendings:
-            product_pk = _pending_match(pending, by_key, by_code)
-            if product_pk is not None and product_pk in wanted:
-                matches.append((pending, product_pk))
+            row = products_by_key.match(pending.ean, pending.stock_code)
+            if row is not None and row[0] in wanted:
+                matches.append((pending, row[0]))
         if not matches:
             return 0
         _apply_and_close(matches, by=by)
@@ -200,7 +183,7 @@ def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCr
             if item is None:
                 result.skipped.append(f"{pending}: its last payload is not a valid product.")
                 continue
-            found = _products_for_key(pending)
+            found = _products_for_key(pending.ean, pending.stock_code)
             if len(found) > 1:
                 result.skipped.append(
                     f"{pending}: several products have this stock_code now; it needs an EAN."
@@ -210,9 +193,7 @@ def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCr
                 existing.extend(found)
                 result.resolved += 1
                 continue
-            values = {name: getattr(item, name) for name in VALUE_FIELDS}
-            values = {name: value for name, value in values.items() if value is not None}
-            product = Product(ean=pending.ean, stock_code=pending.stock_code, **values)
+            product = Product(ean=pending.ean, stock_code=pending.stock_code, **item.values())
             to_create.append((pending, product))
         if existing:
             pending_resolve_for_products(products=existing, by=by)
@@ -234,10 +215,9 @@ def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCr
     return result
 
 
-def _products_for_key(pending: PendingProduct) -> list[Product]:
-    if pending.ean:
-        return list(Product.objects.filter(ean=pending.ean, stock_code=pending.stock_code))
-    return list(Product.objects.filter(stock_code=pending.stock_code))
+def _products_for_key(ean: str, stock_code: str) -> list[Product]:
+    products = Product.objects.filter(stock_code=stock_code)
+    return ProductsByKey(products, key=lambda p: (p.ean, p.stock_code)).candidates(ean, stock_code)
 
 
 def pending_dismiss(*, pending_ids: Iterable[int], by: str) -> int:
@@ -269,23 +249,24 @@ def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: da
     """
     if not matched:
         return 0
-    by_key = {(ean, code): pk for ean, code, pk in matched}
-    by_code = {code: pk for _, code, pk in matched}
+    synced = ProductsByKey(matched, key=lambda row: (row[0], row[1]))
     open_keys = PendingProduct.objects.filter(state=PendingProduct.State.OPEN)
     # Open keys are few where staff resolve them: reading them all is cheaper than sending every
     # stock code of a 5000-item batch as a query parameter. Many open keys: ask by stock code.
     candidates = list(open_keys.values_list("pk", "ean", "stock_code")[: OPEN_SCAN_LIMIT + 1])
     if len(candidates) > OPEN_SCAN_LIMIT:
         candidates = list(
-            open_keys.filter(stock_code__in=by_code.keys()).values_list("pk", "ean", "stock_code")
+            open_keys.filter(stock_code__in={code for _, code, _ in matched}).values_list(
+                "pk", "ean", "stock_code"
+            )
         )
     closing = []
     for pending_pk, ean, stock_code in candidates:
-        product_pk = by_key.get((ean, stock_code))
-        if product_pk is None and not ean:
-            product_pk = by_code.get(stock_code)
-        if product_pk is None:
+        # Without an EAN the key was unknown or ambiguous; a product synced by EAN answers it.
+        found = synced.candidates(ean, stock_code)
+        if not found:
             continue
+        product_pk = found[-1][2]
         closing.append(
             PendingProduct(
                 pk=pending_pk,

@@ -15,35 +15,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    Strict,
     StrictBool,
-    StringConstraints,
 )
 from pydantic_core import PydanticCustomError
 
 from catalog import models as m
-
-# PostgreSQL text cannot hold NUL; refuse it on every database so both behave the same.
-NO_NUL_PATTERN = r"^[^\x00]*$"
-
-
-def text_field(
-    max_length: int, *, strip: bool = False, min_length: int | None = None, strict: bool = False
-) -> Any:
-    """A string of at most `max_length` characters with no NUL; every app's text uses this.
-
-    `strict` refuses numbers (by default a JSON number is taken as its text).
-    """
-    return Annotated[
-        str,
-        *((Strict(),) if strict else ()),
-        StringConstraints(
-            strip_whitespace=strip,
-            min_length=min_length,
-            max_length=max_length,
-            pattern=NO_NUL_PATTERN,
-        ),
-    ]
+from core.text import text_field
 
 
 def _refuse_bool_as_number(value: Any) -> Any:
@@ -108,34 +85,6 @@ Weight = Annotated[
     _decimal_bounds(m.WEIGHT_MAX_DIGITS, m.WEIGHT_DECIMAL_PLACES),
 ]
 
-# Fields every item sets, and optional catalogue fields that are left as they are when absent
-# or null. The order is the order of the interface's table.
-REQUIRED_FIELDS = ("status", "shop_quantity", "catalog_price", "eshop_price")
-OPTIONAL_FIELDS = (
-    "name",
-    "section_width_mm",
-    "aspect_ratio",
-    "rim_inch",
-    "tread_name",
-    "name_suffix",
-    "load_index",
-    "speed_index",
-    "special_marking",
-    "run_on_flat",
-    "brand",
-    "usage",
-    "season",
-    "on_promotion",
-    "on_clearance",
-    "dot_code",
-    "weight_kg",
-    "discontinued",
-    "eu_label",
-)
-VALUE_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
-# Changes of these are kept as product history.
-TRACKED_FIELDS = ("shop_quantity", "catalog_price", "eshop_price", "status")
-
 
 class ProductItem(BaseModel):
     """One product record as the partner system sends it."""
@@ -177,6 +126,10 @@ class ProductItem(BaseModel):
         """The normalised key: (ean or "", stock_code)."""
         return (self.ean or "", self.stock_code)
 
+    def values(self) -> dict[str, Any]:
+        """The catalogue values that were sent (not null), by field name."""
+        return {name: value for name in VALUE_FIELDS if (value := getattr(self, name)) is not None}
+
     def payload(self) -> dict[str, Any]:
         """The item's own fields as JSON-ready data, those that were sent.
 
@@ -186,6 +139,25 @@ class ProductItem(BaseModel):
 
 
 _ITEM_FIELDS = frozenset(ProductItem.model_fields)
+
+# Derived from ProductItem, in its order (the order of the interface's table): a new catalogue
+# field is declared there, on the model and in the admin's fieldsets, and nowhere else.
+KEY_FIELDS = ("ean", "stock_code")
+# Fields every item sets.
+REQUIRED_FIELDS = tuple(
+    name
+    for name, info in ProductItem.model_fields.items()
+    if info.is_required() and name not in KEY_FIELDS
+)
+# Optional catalogue fields, left as they are when absent or null.
+OPTIONAL_FIELDS = tuple(
+    name
+    for name, info in ProductItem.model_fields.items()
+    if not info.is_required() and name not in KEY_FIELDS
+)
+VALUE_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
+# Changes of these are kept as product history.
+TRACKED_FIELDS = ("shop_quantity", "catalog_price", "eshop_price", "status")
 
 
 class SourceType(StrEnum):

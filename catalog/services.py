@@ -7,16 +7,16 @@ import logging
 import operator
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, OperationalError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from catalog.bulk import bulk_insert_rows, bulk_update_rows, select_rows
+from catalog.keys import ProductsByKey
 from catalog.models import (
     IdempotencyRecord,
     PendingProduct,
@@ -33,16 +33,14 @@ from catalog.schemas import (
     ProductItem,
     SyncContext,
 )
+from core.bulk import bulk_insert_rows, bulk_update_rows, select_rows
+from core.problems import Problem, Refused
+from core.retry import run_with_retry
+from monitoring.metrics import record_sync_call
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 PAUSED_MESSAGE = "Synchronization is paused by staff; nothing was applied. Retry later."
-# PostgreSQL's deadlock and serialization failures, and SQLite's busy database: the transaction
-# was rolled back as a whole and may simply run again.
-TRANSIENT_SQLSTATES = {"40P01", "40001"}
-TRANSIENT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -53,32 +51,85 @@ class SyncClient:
     key_name: str
 
 
-@dataclass
-class Problem:
-    """One thing wrong with the request, located inside the request body."""
-
-    loc: tuple[Any, ...]
-    msg: str
-    type: str
-    input: Any = None
-    ctx: dict[str, Any] | None = None
-
-
-class ItemsRefused(Exception):
+class ItemsRefused(Refused):
     """The request's items break a rule; nothing was applied."""
 
     def __init__(self, problems: list[Problem], *, audited: bool = False):
-        super().__init__("; ".join(p.msg for p in problems))
-        self.problems = problems
+        super().__init__(problems)
         # True when the service already left the audit row for this refusal.
         self.audited = audited
 
 
-@dataclass
-class SyncOutcome:
-    response: dict[str, Any]
+@dataclass(frozen=True)
+class SyncResult:
+    """What a sync did, for the caller to answer with."""
+
+    success: bool
+    received: int
+    updated: int
+    unknown: int
+    request_id: str | None
+    # Why nothing was applied, when success is False.
+    message: str | None = None
+    # True when this is the stored result of an earlier identical request.
     replayed: bool = False
-    audit_id: int | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """The result as it is kept for replay (the layout of the sync response)."""
+        return {
+            "success": self.success,
+            "products_received": self.received,
+            "products_updated": self.updated,
+            "unknown_products": self.unknown,
+            "request_id": self.request_id,
+        }
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> SyncResult:
+        return cls(
+            success=stored["success"],
+            received=stored["products_received"],
+            updated=stored.get("products_updated", 0),
+            unknown=stored.get("unknown_products", 0),
+            request_id=stored.get("request_id"),
+            replayed=True,
+        )
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """One call of `products_sync`, as each of its steps sees it."""
+
+    items: Sequence[ProductItem]
+    request_id: str | None
+    context: SyncContext | None
+    client: SyncClient
+    single: bool
+    body_hash: str | None
+    started: float
+    now: Any = None
+
+    @property
+    def endpoint(self) -> str:
+        return sync_endpoint(single=self.single)
+
+    def audit(self, *, outcome: str, status_code: int, **counts: Any) -> SyncAudit:
+        return sync_audit_create(
+            client=self.client,
+            single=self.single,
+            request_id=self.request_id,
+            context=self.context,
+            outcome=outcome,
+            status_code=status_code,
+            started=self.started,
+            received=len(self.items),
+            **counts,
+        )
+
+
+@dataclass
+class _Outcome:
+    result: SyncResult | None = None
     # A single item with an unknown or ambiguous key: recorded and audited, then refused.
     refusal: Problem | None = None
 
@@ -90,29 +141,27 @@ class _Resolution:
     problems: list[Problem] = field(default_factory=list)
 
 
+def sync_endpoint(*, single: bool) -> str:
+    """The audit's and the idempotency record's name of the operation."""
+    return SyncAudit.Endpoint.ITEM if single else SyncAudit.Endpoint.BATCH
+
+
 def sync_max_items() -> int:
     """Items per request: the smaller of the sync and catalogue-sync maxima."""
     return min(settings.SYNC_MAX_ITEMS, settings.CATALOG_SYNC_MAX_ITEMS)
 
 
-def run_with_retry(func: Callable[[], T], *, attempts: int = TRANSIENT_ATTEMPTS) -> T:
-    """Run a transaction again when the database rolled it back for a transient reason."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return func()
-        except OperationalError as exc:
-            if attempt == attempts or not _is_transient(exc):
-                raise
-            logger.warning("transient database failure, retrying (attempt %d): %s", attempt, exc)
-            time.sleep(0.05 * attempt)
-    raise AssertionError("unreachable")
-
-
-def _is_transient(exc: DatabaseError) -> bool:
-    cause = exc.__cause__
-    if getattr(cause, "sqlstate", None) in TRANSIENT_SQLSTATES:
-        return True
-    return connection.vendor == "sqlite" and "locked" in str(exc)
+def sync_limit_problem(count: int) -> Problem | None:
+    """The problem of a batch of `count` items, if it has more than a request may carry."""
+    limit = sync_max_items()
+    if count <= limit:
+        return None
+    return Problem(
+        loc=("products",),
+        msg=f"At most {limit} items per request; got {count}",
+        type="too_long",
+        ctx={"max_length": limit, "actual_length": count},
+    )
 
 
 def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
@@ -162,7 +211,7 @@ def sync_pause_set(*, paused: bool, by: str, reason: str = "") -> SyncControl:
 def sync_audit_create(
     *,
     client: SyncClient | None,
-    endpoint: str,
+    single: bool,
     request_id: str | None,
     context: SyncContext | None,
     outcome: str,
@@ -173,10 +222,19 @@ def sync_audit_create(
     unknown: int = 0,
     error_summary: str = "",
 ) -> SyncAudit:
-    """Leave the audit row of one sync call."""
+    """Leave the audit row of one sync call, and count the call once its row is committed."""
+    transaction.on_commit(
+        lambda: record_sync_call(
+            endpoint=sync_endpoint(single=single),
+            outcome=outcome,
+            duration=time.perf_counter() - started,
+            updated=updated,
+            unknown=unknown,
+        )
+    )
     return SyncAudit.objects.create(
         api_key_name=client.key_name if client else "",
-        endpoint=endpoint,
+        endpoint=sync_endpoint(single=single),
         request_id=request_id,
         source_type=context.source_type.value if context else None,
         source_ref=context.source_ref if context else None,
@@ -198,112 +256,124 @@ def products_sync(
     request_id: str | None,
     context: SyncContext | None,
     client: SyncClient,
-    endpoint: str,
+    single: bool,
     body_hash: str | None,
     started: float,
-) -> SyncOutcome:
+) -> SyncResult:
     """Apply absolute stock levels, prices and catalogue fields sent by the partner system.
 
     One transaction: either every known item is applied, its changes kept as history and its
     unknown keys recorded as pending, or nothing is. A retry of an applied request (same key,
-    request_id and body) replays the stored response instead of applying it again. For the
-    single-item operation an unknown or ambiguous key is refused (after being recorded).
+    request_id and body) replays the stored result instead of applying it again. For a
+    `single` item an unknown or ambiguous key is refused (after being recorded). Too many
+    items or a repeated key are refused before anything is read.
     """
-
-    def attempt() -> SyncOutcome:
-        with transaction.atomic():
-            return _products_sync(
-                items=items,
-                request_id=request_id,
-                context=context,
-                client=client,
-                endpoint=endpoint,
-                body_hash=body_hash,
-                started=started,
-            )
-
-    outcome = run_with_retry(attempt)
+    problems = _request_problems(items, single=single)
+    if problems:
+        raise ItemsRefused(problems)
+    request = SyncRequest(
+        items=items,
+        request_id=request_id,
+        context=context,
+        client=client,
+        single=single,
+        body_hash=body_hash,
+        started=started,
+    )
+    outcome = run_with_retry(lambda: _sync_attempt(replace(request, now=timezone.now())))
     if outcome.refusal is not None:
         # Raised only after the commit: the pending key and the audit row must survive.
         raise ItemsRefused([outcome.refusal], audited=True)
-    return outcome
+    return outcome.result
 
 
-def _products_sync(
-    *,
-    items: Sequence[ProductItem],
-    request_id: str | None,
-    context: SyncContext | None,
-    client: SyncClient,
-    endpoint: str,
-    body_hash: str | None,
-    started: float,
-) -> SyncOutcome:
-    now = timezone.now()
-    single = endpoint == SyncAudit.Endpoint.ITEM
-    audit_fields = {
-        "client": client,
-        "endpoint": endpoint,
-        "request_id": request_id,
-        "context": context,
-        "started": started,
-        "received": len(items),
-    }
+def _request_problems(items: Sequence[ProductItem], *, single: bool) -> list[Problem]:
+    if single:
+        return []
+    too_many = sync_limit_problem(len(items))
+    return [too_many] if too_many else duplicate_key_problems(items)
 
-    control = sync_paused()
-    if control is not None:
-        response = _response(
-            success=False, received=len(items), updated=0, unknown=0, request_id=request_id
-        )
-        response["message"] = PAUSED_MESSAGE + (
-            f" Reason: {control.reason}" if control.reason else ""
-        )
-        audit = sync_audit_create(outcome=SyncAudit.Outcome.PAUSED, status_code=200, **audit_fields)
-        return SyncOutcome(response=response, audit_id=audit.pk)
 
-    claim_id = None
-    if request_id is not None:
-        claim_id, stored = _idempotency_claim(
-            client=client, endpoint=endpoint, request_id=request_id, body_hash=body_hash, now=now
-        )
-        if claim_id is None:
-            audit = sync_audit_create(
-                outcome=SyncAudit.Outcome.REPLAYED,
-                status_code=200,
-                updated=stored.get("products_updated", 0),
-                unknown=stored.get("unknown_products", 0),
-                **audit_fields,
-            )
-            return SyncOutcome(response=stored, replayed=True, audit_id=audit.pk)
+def _sync_attempt(request: SyncRequest) -> _Outcome:
+    """One transaction of the sync, in its named steps."""
+    with transaction.atomic():
+        control = sync_paused()
+        if control is not None:
+            return _paused(request, control)
+        claim_id, replayed = _claim_or_replay(request)
+        if replayed is not None:
+            return _Outcome(result=replayed)
+        resolution = _resolve(request.items)
+        if resolution.problems:
+            raise ItemsRefused(resolution.problems)
+        if request.single and resolution.unresolved:
+            return _refuse_unknown_single_item(request, resolution, claim_id=claim_id)
+        result = _apply(request, resolution)
+        return _respond(result, claim_id=claim_id)
 
-    resolution = _resolve(items)
-    if resolution.problems:
-        raise ItemsRefused(resolution.problems)
 
-    if single and resolution.unresolved:
-        # The key is refused, but staff still need to see it: record it, keep the claim out.
-        if claim_id is not None:
-            IdempotencyRecord.objects.filter(pk=claim_id).delete()
-        item, reason = resolution.unresolved[0]
-        _pending_record(resolution.unresolved, request_id=request_id, now=now)
-        problem = _unresolved_problem(item, reason)
-        audit = sync_audit_create(
-            outcome=SyncAudit.Outcome.REFUSED,
-            status_code=400,
-            unknown=1,
-            error_summary=problem.msg,
-            **audit_fields,
-        )
-        return SyncOutcome(response={}, audit_id=audit.pk, refusal=problem)
+def _paused(request: SyncRequest, control: SyncControl) -> _Outcome:
+    request.audit(outcome=SyncAudit.Outcome.PAUSED, status_code=200)
+    reason = f" Reason: {control.reason}" if control.reason else ""
+    result = SyncResult(
+        success=False,
+        received=len(request.items),
+        updated=0,
+        unknown=0,
+        request_id=request.request_id,
+        message=PAUSED_MESSAGE + reason,
+    )
+    return _Outcome(result=result)
 
+
+def _claim_or_replay(request: SyncRequest) -> tuple[int | None, SyncResult | None]:
+    """Claim the request's id for this call, or the stored result of an identical earlier one."""
+    if request.request_id is None:
+        return None, None
+    claim_id, stored = _idempotency_claim(
+        client=request.client,
+        endpoint=request.endpoint,
+        request_id=request.request_id,
+        body_hash=request.body_hash,
+        now=request.now,
+    )
+    if claim_id is not None:
+        return claim_id, None
+    result = SyncResult.from_stored(stored)
+    request.audit(
+        outcome=SyncAudit.Outcome.REPLAYED,
+        status_code=200,
+        updated=result.updated,
+        unknown=result.unknown,
+    )
+    return None, result
+
+
+def _refuse_unknown_single_item(
+    request: SyncRequest, resolution: _Resolution, *, claim_id: int | None
+) -> _Outcome:
+    """The key is refused, but staff still need to see it: record it, keep the claim out."""
+    if claim_id is not None:
+        IdempotencyRecord.objects.filter(pk=claim_id).delete()
+    item, reason = resolution.unresolved[0]
+    _pending_record(resolution.unresolved, request_id=request.request_id, now=request.now)
+    problem = _unresolved_problem(item, reason)
+    request.audit(
+        outcome=SyncAudit.Outcome.REFUSED, status_code=400, unknown=1, error_summary=problem.msg
+    )
+    return _Outcome(refusal=problem)
+
+
+def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
+    """Write the matched products, their history and the pending keys; audit it."""
+    now = request.now
     updates, history = _changes(resolution.matched, now=now)
     unknown = len(resolution.unresolved)
-    audit = sync_audit_create(
+    audit = request.audit(
         outcome=SyncAudit.Outcome.APPLIED,
         status_code=200,
         updated=len(resolution.matched),
         unknown=unknown,
-        **audit_fields,
     )
     bulk_update_rows(
         Product,
@@ -324,29 +394,21 @@ def _products_sync(
         ],
         now=now,
     )
-    _pending_record(resolution.unresolved, request_id=request_id, now=now)
-    response = _response(
+    _pending_record(resolution.unresolved, request_id=request.request_id, now=now)
+    return SyncResult(
         success=True,
-        received=len(items),
+        received=len(request.items),
         updated=len(resolution.matched),
         unknown=unknown,
-        request_id=request_id,
+        request_id=request.request_id,
     )
+
+
+def _respond(result: SyncResult, *, claim_id: int | None) -> _Outcome:
+    """Keep the result for a replay of the same request, and return it."""
     if claim_id is not None:
-        IdempotencyRecord.objects.filter(pk=claim_id).update(response=response)
-    return SyncOutcome(response=response, audit_id=audit.pk)
-
-
-def _response(
-    *, success: bool, received: int, updated: int, unknown: int, request_id: str | None
-) -> dict[str, Any]:
-    return {
-        "success": success,
-        "products_received": received,
-        "products_updated": updated,
-        "unknown_products": unknown,
-        "request_id": request_id,
-    }
+        IdempotencyRecord.objects.filter(pk=claim_id).update(response=result.stored())
+    return _Outcome(result=result)
 
 
 def _idempotency_claim(
@@ -407,20 +469,12 @@ def _resolve(items: Sequence[ProductItem]) -> _Resolution:
         order_by="id",
         lock=True,
     )
-    by_key: dict[tuple[str, str], tuple] = {}
-    by_code: dict[str, list[tuple]] = defaultdict(list)
-    for row in rows:
-        by_key[(row[1], row[2])] = row
-        by_code[row[2]].append(row)
+    products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
 
     resolution = _Resolution()
     claimed_by: dict[int, int] = {}
     for index, item in enumerate(items):
-        if item.ean:
-            row = by_key.get((item.ean, item.stock_code))
-            candidates = [row] if row is not None else []
-        else:
-            candidates = by_code.get(item.stock_code, [])
+        candidates = products.candidates(item.ean, item.stock_code)
         if not candidates:
             resolution.unresolved.append((item, PendingProduct.Reason.UNKNOWN))
         elif len(candidates) > 1:
@@ -563,17 +617,15 @@ def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
         new_products = []
         changed = []
         for item in items:
-            values = {name: getattr(item, name) for name in VALUE_FIELDS}
+            values = item.values()
             product = existing.get(item.key)
             if product is None:
-                values = {k: v for k, v in values.items() if v is not None}
                 new_products.append(
                     Product(ean=item.ean or "", stock_code=item.stock_code, **values)
                 )
             else:
                 for name, value in values.items():
-                    if value is not None:
-                        setattr(product, name, value)
+                    setattr(product, name, value)
                 product.updated_at = now
                 changed.append(product)
         Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)

@@ -74,6 +74,26 @@ class Order(models.Model):
         return self.order_number
 
 
+# The customer's fields, as the API and the import name them ("name"), and their columns
+# ("customer_name"): read from the model, so a new customer column needs no other list.
+CUSTOMER_COLUMNS = tuple(
+    field.name for field in Order._meta.concrete_fields if field.name.startswith("customer_")
+)
+CUSTOMER_FIELDS = tuple(column.removeprefix("customer_") for column in CUSTOMER_COLUMNS)
+# The columns of an order that its record (the API's Order shape, without ids) carries.
+ORDER_RECORD_COLUMNS = (
+    "created_at",
+    "status",
+    *CUSTOMER_COLUMNS,
+    "subtotal",
+    "vat_total",
+    "total",
+    "currency",
+    "partner_sync_status",
+    "partner_reference",
+)
+
+
 class OrderItem(models.Model):
     """One line of an order; the partner system identifies the product by ean + stock_code."""
 

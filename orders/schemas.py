@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import text_field
+from core.text import text_field
 from orders import models as m
 
 
@@ -67,8 +67,8 @@ class OrderCustomerRecord(BaseModel):
     name: _text(m.NAME_MAX_LENGTH, required=True)  # type: ignore[valid-type]
     email: _text(m.EMAIL_MAX_LENGTH, required=True)  # type: ignore[valid-type]
     phone: OptionalText = None
-    ico: OptionalText = None
-    dic: OptionalText = None
+    ico: OptionalText = Field(default=None, description="Company registration number.")
+    dic: OptionalText = Field(default=None, description="Tax number.")
     address: Annotated[
         _text(m.ADDRESS_MAX_LENGTH) | None,  # type: ignore[valid-type]
         BeforeValidator(_empty_as_none),

@@ -23,33 +23,13 @@ from django.core import signing
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from orders.models import Order, OrderItem
+from orders.models import CUSTOMER_FIELDS, ORDER_RECORD_COLUMNS, Order, OrderItem
 
 PartnerStatus = Order.PartnerStatus
 # The poll's filter value meaning "pending_partner and acknowledged".
 PARTNER_STATUS_ALL = "all"
-POLL_FILTERS = (PartnerStatus.PENDING_PARTNER.value, PartnerStatus.ACKNOWLEDGED.value, "all")
 
-_ORDER_COLUMNS = (
-    "id",
-    "order_number",
-    "created_at",
-    "status",
-    "customer_name",
-    "customer_email",
-    "customer_phone",
-    "customer_ico",
-    "customer_dic",
-    "customer_address",
-    "customer_city",
-    "customer_zip_code",
-    "subtotal",
-    "vat_total",
-    "total",
-    "currency",
-    "partner_sync_status",
-    "partner_reference",
-)
+_ORDER_COLUMNS = ("id", "order_number", *ORDER_RECORD_COLUMNS)
 _ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "stock_code")
 
 
@@ -207,42 +187,20 @@ def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict
     # Datetimes are shown with the offset of the service's time zone.
     zone = timezone.get_current_timezone()
     records = []
-    for (
-        order_id,
-        order_number,
-        created_at,
-        status,
-        name,
-        email,
-        phone,
-        ico,
-        dic,
-        address,
-        city,
-        zip_code,
-        subtotal,
-        vat_total,
-        total,
-        currency,
-        partner_sync_status,
-        partner_reference,
-    ) in rows:
+    customer_end = 4 + len(CUSTOMER_FIELDS)
+    for row in rows:
+        order_id, order_number, created_at, status = row[:4]
+        customer = dict(zip(CUSTOMER_FIELDS, row[4:customer_end], strict=True))
+        subtotal, vat_total, total, currency, partner_sync_status, partner_reference = row[
+            customer_end:
+        ]
         records.append(
             {
                 "order_id": order_id,
                 "order_number": order_number,
                 "created_at": created_at.astimezone(zone).isoformat(),
                 "status": status,
-                "customer": {
-                    "name": name,
-                    "email": email,
-                    "phone": phone,
-                    "ico": ico,
-                    "dic": dic,
-                    "address": address,
-                    "city": city,
-                    "zip_code": zip_code,
-                },
+                "customer": customer,
                 "items": items_by_order.get(order_id, []),
                 "subtotal": _money(subtotal),
                 "vat_total": _money(vat_total),

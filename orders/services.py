@@ -5,12 +5,20 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
 
-from orders.models import DEFAULT_CURRENCY, Order, OrderItem
+from core.problems import Problem, Refused
+from monitoring.metrics import record_acknowledgement
+from orders.models import (
+    CUSTOMER_FIELDS,
+    DEFAULT_CURRENCY,
+    ORDER_RECORD_COLUMNS,
+    Order,
+    OrderItem,
+)
 from orders.schemas import OrderRecord
 
 logger = logging.getLogger(__name__)
@@ -38,24 +46,19 @@ class OrderAlreadyAcknowledged(Exception):
         self.partner_reference = partner_reference
 
 
-class OrdersRefused(Exception):
-    """The records break a rule; nothing was imported. `problems` names each one."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
-@dataclass(frozen=True)
-class Acknowledgement:
+class Acknowledged(NamedTuple):
     order: Order
-    # False when the same reference was already stored: an idempotent repeat.
-    changed: bool
+    # True when the order already had this reference: nothing changed.
+    repeated: bool
+
+
+class OrdersRefused(Refused):
+    """The records break a rule; nothing was imported."""
 
 
 def order_acknowledge(
     *, order_id: int, partner_reference: str, note: str | None = None, client_name: str = ""
-) -> Acknowledgement:
+) -> Acknowledged:
     """Record that the partner system registered the order under `partner_reference`.
 
     The row lock makes two concurrent acknowledgements queue: the second one sees the first
@@ -69,24 +72,28 @@ def order_acknowledge(
             .first()
         )
         if order is None:
+            record_acknowledgement("not_found")
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
-                return Acknowledgement(order=order, changed=False)
+                record_acknowledgement("repeated")
+                return Acknowledged(order, repeated=True)
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
                 order,
                 client_name,
                 note,
             )
+            record_acknowledgement("conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
         order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
         order.partner_reference = partner_reference
         order.acknowledged_at = timezone.now()
         order.save(update_fields=["partner_sync_status", "partner_reference", "acknowledged_at"])
     _log_acknowledgement("acknowledged", order, client_name, note)
-    return Acknowledgement(order=order, changed=True)
+    record_acknowledgement("acknowledged")
+    return Acknowledged(order, repeated=False)
 
 
 def _log_acknowledgement(what: str, order: Order, client_name: str, note: str | None) -> None:
@@ -110,7 +117,17 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
     """
     duplicates = [n for n, c in Counter(r.order_number for r in records).items() if c > 1]
     if duplicates:
-        raise OrdersRefused([f"order_number {n!r} appears more than once" for n in duplicates])
+        raise OrdersRefused(
+            [
+                Problem(
+                    loc=("order_number",),
+                    msg=f"order_number {n!r} appears more than once",
+                    type="duplicate_key",
+                    input=n,
+                )
+                for n in duplicates
+            ]
+        )
     now = timezone.now()
     with transaction.atomic():
         existing = {
@@ -146,39 +163,15 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
     return orders
 
 
-_IMPORTED_FIELDS = (
-    "created_at",
-    "status",
-    "customer_name",
-    "customer_email",
-    "customer_phone",
-    "customer_ico",
-    "customer_dic",
-    "customer_address",
-    "customer_city",
-    "customer_zip_code",
-    "subtotal",
-    "vat_total",
-    "total",
-    "currency",
-    "partner_sync_status",
-    "partner_reference",
-    "acknowledged_at",
-)
+_IMPORTED_FIELDS = (*ORDER_RECORD_COLUMNS, "acknowledged_at")
 
 
 def _apply_record(order: Order, record: OrderRecord, *, now) -> None:
     customer = record.customer
     order.created_at = record.created_at
     order.status = record.status
-    order.customer_name = customer.name
-    order.customer_email = customer.email
-    order.customer_phone = customer.phone
-    order.customer_ico = customer.ico
-    order.customer_dic = customer.dic
-    order.customer_address = customer.address
-    order.customer_city = customer.city
-    order.customer_zip_code = customer.zip_code
+    for name in CUSTOMER_FIELDS:
+        setattr(order, f"customer_{name}", getattr(customer, name))
     order.subtotal = record.subtotal
     order.vat_total = record.vat_total
     order.total = record.total

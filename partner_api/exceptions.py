@@ -5,11 +5,11 @@ Validation failures (400 and 422) carry `{"detail": [ValidationError, ...]}` wit
 """
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import pydantic
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
@@ -17,8 +17,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from catalog.schemas import NO_NUL_PATTERN
-from catalog.services import ItemsRefused, Problem
+from core.problems import Problem, Refused
 
 logger = logging.getLogger(__name__)
 
@@ -27,15 +26,87 @@ MAX_INPUT_CHARS = 200
 
 
 class RequestInvalid(exceptions.APIException):
-    """The request breaks the interface; `problems` says where and how."""
+    """The request breaks the interface; `problems` says where and how.
+
+    Its status (400 or 422) is decided by `validation_status`, from the operation's rule.
+    """
 
     status_code = status.HTTP_400_BAD_REQUEST
     default_code = "invalid"
 
-    def __init__(self, problems: Sequence[Problem], status_code: int = 400):
+    def __init__(self, problems: Sequence[Problem]):
         self.problems = list(problems)
-        self.status_code = status_code
         super().__init__(detail="; ".join(p.msg for p in self.problems[:5]))
+
+
+@dataclass(frozen=True)
+class ValidationRule:
+    """How one operation answers a request that breaks the interface: 400 or 422."""
+
+    # Whether a problem makes the whole answer a 422; otherwise it is a 400.
+    is_unprocessable: Callable[[Problem], bool]
+    # What each status means for this operation (OpenAPI); empty when it is never answered.
+    bad_request: str = ""
+    unprocessable_entity: str = ""
+
+
+def _is_stock_code_missing(problem: Problem) -> bool:
+    if not problem.loc or problem.loc[-1] != "stock_code":
+        return False
+    if problem.type in {"missing", "string_too_short"}:
+        return True
+    return problem.type == "string_type" and problem.input is None
+
+
+def _is_not_since(problem: Problem) -> bool:
+    return problem.loc[:2] != ("query", "since")
+
+
+# The interface's 400-versus-422 rule, by operation id; the OpenAPI descriptions come from here.
+VALIDATION_RULES: dict[str, ValidationRule] = {
+    "products_sync": ValidationRule(
+        _is_stock_code_missing,
+        bad_request="Too many items, duplicate key, malformed JSON or invalid field.",
+        unprocessable_entity="stock_code missing or empty in an item.",
+    ),
+    "products_item": ValidationRule(
+        _is_stock_code_missing,
+        bad_request="Unknown or ambiguous key, malformed JSON or invalid field.",
+        unprocessable_entity="stock_code missing or empty.",
+    ),
+    "orders_poll": ValidationRule(
+        # `since` alone is a 400; any other invalid parameter makes it a 422 listing both.
+        _is_not_since,
+        bad_request='`since` is not a valid date or date-time (loc ["query", "since"]).',
+        unprocessable_entity=(
+            'Invalid `partner_status`, `limit` or `cursor` (loc ["query", "partner_status"], '
+            '["query", "limit"], ["query", "cursor"]); an invalid `since` is listed too.'
+        ),
+    ),
+    "orders_acknowledge": ValidationRule(
+        lambda problem: True,
+        unprocessable_entity=(
+            "Invalid body (malformed JSON, partner_reference missing, empty or over 64 "
+            "characters, note over 1000) or a non-integer order_id."
+        ),
+    ),
+    "plant_update": ValidationRule(
+        lambda problem: False,
+        bad_request=(
+            'Invalid ID supplied (`type` "invalid_id", `loc` ["body", "id"]), an '
+            "invalid field, malformed JSON or a body that is not an object. Every "
+            "problem is listed."
+        ),
+    ),
+}
+_DEFAULT_RULE = ValidationRule(lambda problem: False)
+
+
+def validation_status(problems: Iterable[Problem], *, operation_id: str) -> int:
+    """400 or 422 for these problems of this operation: the one place that decides it."""
+    rule = VALIDATION_RULES.get(operation_id, _DEFAULT_RULE)
+    unprocessable = any(rule.is_unprocessable(p) for p in problems)
+    return status.HTTP_422_UNPROCESSABLE_ENTITY if unprocessable else status.HTTP_400_BAD_REQUEST
 
 
 class Conflict(exceptions.APIException):
@@ -54,27 +125,6 @@ class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The database is unavailable; retry later."
     default_code = "service_unavailable"
-
-
-def problems_from_pydantic(error: pydantic.ValidationError, *, prefix: str) -> list[Problem]:
-    """pydantic's errors, located inside the request (`body`, `query`, `path`)."""
-    problems = []
-    for err in error.errors(include_url=False):
-        kind = err["type"]
-        msg = err["msg"]
-        ctx = err.get("ctx")
-        if kind == "string_pattern_mismatch" and ctx and ctx.get("pattern") == NO_NUL_PATTERN:
-            kind, msg, ctx = "string_nul_character", "String must not contain NUL characters", None
-        problems.append(
-            Problem(
-                loc=(prefix, *err["loc"]),
-                msg=msg,
-                type=kind,
-                input=err.get("input") if kind != "missing" else None,
-                ctx=ctx,
-            )
-        )
-    return problems
 
 
 def _clean_text(value: str) -> str:
@@ -118,26 +168,24 @@ def problem_body(problems: Iterable[Problem]) -> dict[str, Any]:
     return {"detail": detail}
 
 
-def _validation_status(context: dict[str, Any]) -> int:
-    return getattr(context.get("view"), "validation_status", status.HTTP_400_BAD_REQUEST)
+def _invalid(problems: list[Problem], context: dict[str, Any]) -> Response:
+    operation_id = getattr(context.get("view"), "operation_id", "")
+    return Response(
+        problem_body(problems), status=validation_status(problems, operation_id=operation_id)
+    )
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's exception handler, answering every error in the project's format."""
     if isinstance(exc, RequestInvalid):
-        return Response(problem_body(exc.problems), status=exc.status_code)
-    if isinstance(exc, ItemsRefused):
-        problems = [
-            Problem(loc=("body", *p.loc), msg=p.msg, type=p.type, input=p.input, ctx=p.ctx)
-            for p in exc.problems
-        ]
-        return Response(problem_body(problems), status=status.HTTP_400_BAD_REQUEST)
+        return _invalid(exc.problems, context)
+    if isinstance(exc, Refused):
+        # A service's refusal locates its problems inside the body.
+        return _invalid([p.located("body") for p in exc.problems], context)
     if isinstance(exc, exceptions.ParseError):
-        problem = Problem(loc=("body",), msg=str(exc.detail), type="json_invalid")
-        return Response(problem_body([problem]), status=_validation_status(context))
+        return _invalid([json_invalid(exc)], context)
     if isinstance(exc, exceptions.ValidationError):
-        problems = _drf_validation_problems(exc.detail)
-        return Response(problem_body(problems), status=_validation_status(context))
+        return _invalid(_drf_validation_problems(exc.detail), context)
     if isinstance(exc, OperationalError | InterfaceError):
         logger.error("database unavailable: %s", exc.__class__.__name__)
         exc = ServiceUnavailable()
@@ -160,6 +208,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             detail = str(exc.default_detail)
         response.data = {"detail": str(detail), **getattr(exc, "fields", {})}
     return response
+
+
+def json_invalid(exc: exceptions.ParseError) -> Problem:
+    """The problem of a body that is not JSON."""
+    return Problem(loc=("body",), msg=str(exc.detail), type="json_invalid")
 
 
 def _drf_validation_problems(detail: Any, loc: tuple = ("body",)) -> list[Problem]:

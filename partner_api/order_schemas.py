@@ -16,12 +16,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    StringConstraints,
+    WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import NO_NUL_PATTERN
-from orders.schemas import PartnerReference
+from core.text import text_field
+from orders.schemas import OrderCustomerRecord, PartnerReference
 from orders.selectors import PAGE_LIMIT_MAX, CursorInvalid, OrderKey, order_cursor_decode
 
 NOTE_MAX_LENGTH = 1000
@@ -70,6 +70,30 @@ def parse_since(value: str) -> datetime | None:
         ) from None
 
 
+def _since(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_since(str(value))
+    except ValueError as exc:
+        raise PydanticCustomError("datetime_parsing", str(exc)) from None
+
+
+Since = Annotated[
+    datetime | None,
+    BeforeValidator(_since),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "format": "date-time"},
+                {"type": "string", "maxLength": 0},
+            ]
+        }
+    ),
+]
+
+
 def _positive_integer(value: Any) -> Any:
     # The path carries text; only plain digits are an id ("1e3", " 7", "+7" are not).
     if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value):
@@ -96,22 +120,56 @@ def _issued_cursor(value: str | None) -> str | None:
 
 
 class OrderPollQuery(BaseModel):
-    """The poll's query parameters except `since`, which is parsed on its own (400, not 422).
-
-    An empty `limit` or `cursor` is the same as an absent one.
-    """
+    """The poll's query parameters: validated with this model, documented from it."""
 
     model_config = ConfigDict(extra="ignore")
 
-    partner_status: PartnerStatusFilter = PartnerStatusFilter.PENDING_PARTNER
+    since: Since = Field(
+        default=None,
+        description=(
+            "ISO 8601 date or date-time, with or without an offset (a naive value is "
+            "read in the service's time zone); returns orders created at or after it. "
+            "Empty means no limit. Anything else is 400."
+        ),
+        examples=["2026-01-31T08:00:00+01:00", "2026-01-31"],
+    )
+    partner_status: PartnerStatusFilter = Field(
+        default=PartnerStatusFilter.PENDING_PARTNER,
+        description="Which orders: pending_partner (default), acknowledged, or all.",
+    )
     limit: Annotated[
         Annotated[int, Field(ge=1, le=PAGE_LIMIT_MAX)] | None,
         BeforeValidator(_positive_integer),
         BeforeValidator(_empty_is_absent),
-    ] = None
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX},
+                    {"type": "string", "maxLength": 0},
+                ]
+            }
+        ),
+    ] = Field(
+        default=None,
+        description=(
+            "At most this many orders (1 to 1000); the response's next_cursor leads to "
+            "the next page. Without it (or empty) every matching order is returned."
+        ),
+        examples=[100],
+    )
     cursor: Annotated[
-        str | None, AfterValidator(_issued_cursor), BeforeValidator(_empty_is_absent)
-    ] = None
+        str | None,
+        AfterValidator(_issued_cursor),
+        BeforeValidator(_empty_is_absent),
+        WithJsonSchema({"type": "string", "pattern": r"^[A-Za-z0-9_.\-]*$"}),
+    ] = Field(
+        default=None,
+        description=(
+            "The next_cursor of the previous page, as it was (URL-safe, opaque): the "
+            "orders after that page's last one. Empty means the first page. A cursor "
+            "the service did not issue is 422."
+        ),
+    )
 
     @property
     def after(self) -> OrderKey | None:
@@ -131,22 +189,13 @@ class AcknowledgeRequest(BaseModel):
     partner_reference: PartnerReference = Field(
         description="Partner document number; 1 to 64 characters after stripping whitespace."
     )
-    note: (
-        Annotated[str, StringConstraints(max_length=NOTE_MAX_LENGTH, pattern=NO_NUL_PATTERN)] | None
-    ) = Field(
+    note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
         default=None, description="Optional note, at most 1000 characters; logged, never stored."
     )
 
 
-class OrderCustomer(BaseModel):
-    name: str
-    email: str
-    phone: str | None = None
-    ico: str | None = Field(default=None, description="Company registration number.")
-    dic: str | None = Field(default=None, description="Tax number.")
-    address: str | None = None
-    city: str | None = None
-    zip_code: str | None = None
+class OrderCustomer(OrderCustomerRecord):
+    """The customer of an order, as the poll shows it."""
 
 
 class OrderItem(BaseModel):

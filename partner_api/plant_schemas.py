@@ -47,4 +47,6 @@ class PlantResponse(BaseModel):
     id: int
     name: str
     status: PlantStatus
-    tags: list[str] = Field(description="Alphabetical order.")
+    tags: list[str] = Field(
+        description="In the order sent; a repeated tag once, at its first place."
+    )

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from plants.models import Plant, Tag
+from plants.models import TAGS_IN_ORDER, Plant, Tag
 
 
 @admin.register(Tag)
@@ -19,7 +19,7 @@ class PlantAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
 
     def get_queryset(self, request):
-        return super().get_queryset(request).prefetch_related("tags")
+        return super().get_queryset(request).prefetch_related(TAGS_IN_ORDER)
 
     @admin.display(description="tags")
     def tag_list(self, plant: Plant) -> str:

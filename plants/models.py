@@ -35,7 +35,8 @@ class Plant(models.Model):
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.AVAILABLE, db_index=True
     )
-    # A set: a tag appears once per plant, and tags are listed in alphabetical order.
+    # A tag appears once per plant; the tags are listed in the order they were set in, which
+    # is the order of their link rows (see `plants.services`).
     tags = models.ManyToManyField(Tag, blank=True, related_name="plants")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -53,5 +54,19 @@ class Plant(models.Model):
         return self.name
 
     def tag_names(self) -> list[str]:
-        """Tag names in alphabetical order (served from a prefetch when there is one)."""
-        return sorted(tag.name for tag in self.tags.all())
+        """Tag names in the order they were set (from a `TAGS_IN_ORDER` prefetch if there is one)."""
+        tags = getattr(self, "ordered_tags", None)
+        if tags is None:
+            tags = tags_in_order(self.tags.all())
+        return [tag.name for tag in tags]
+
+
+def tags_in_order(tags: models.QuerySet[Tag]) -> models.QuerySet[Tag]:
+    """A plant's tags in the order they were set: the order of their link rows."""
+    return tags.extra(order_by=[f"{Plant.tags.through._meta.db_table}.id"])
+
+
+# Prefetch the tags of many plants in their order: `.prefetch_related(TAGS_IN_ORDER)`.
+TAGS_IN_ORDER = models.Prefetch(
+    "tags", queryset=tags_in_order(Tag.objects.all()), to_attr="ordered_tags"
+)

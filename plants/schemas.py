@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from catalog.schemas import text_field
+from core.text import text_field
 from plants import models as m
 
 # The largest id a BigAutoField holds; a larger number cannot name a plant.
@@ -53,8 +53,8 @@ class PlantFields(BaseModel):
         default=None,
         description=(
             "At most 50 tags of 1 to 64 characters. Replaces the plant's tags; [] clears them. "
-            "Tags are a set: surrounding spaces are removed, a repeated tag is kept once, "
-            "case counts (`Indoor` and `indoor` are two tags)."
+            "Surrounding spaces are removed, a repeated tag is kept once at its first place, "
+            "case counts (`Indoor` and `indoor` are two tags); the order is kept."
         ),
     )
     status: m.PlantStatus | None = Field(default=None, description="Plant status.")

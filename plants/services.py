@@ -9,7 +9,8 @@ from typing import Any
 from django.core.management.color import no_style
 from django.db import connection, transaction
 
-from plants.models import Plant, Tag
+from core.problems import Problem, Refused
+from plants.models import TAGS_IN_ORDER, Plant, Tag
 from plants.schemas import PlantRecord
 
 
@@ -21,23 +22,25 @@ class PlantNotFound(Exception):
         self.plant_id = plant_id
 
 
-class PlantsRefused(Exception):
-    """The records break a rule; nothing was applied. Each problem names its record's index."""
-
-    def __init__(self, problems: list[tuple[int, str]]):
-        super().__init__("; ".join(f"item {index}: {msg}" for index, msg in problems))
-        self.problems = problems
+class PlantsRefused(Refused):
+    """The records break a rule; nothing was applied. Each problem's `loc` is its record's index."""
 
 
-def _tags(names: Iterable[str]) -> list[Tag]:
-    """The tags of these names, created where missing."""
-    wanted = set(names)
-    if not wanted:
-        return []
+def plant_tags_set(*, plant: Plant, names: Iterable[str]) -> None:
+    """Give the plant these tags, in this order; a repeated tag is kept once, at its first place.
+
+    The tags are listed in the order of their link rows, so the links are written anew.
+    """
+    names = list(dict.fromkeys(names))
+    Link = Plant.tags.through
+    Link.objects.filter(plant=plant).delete()
+    if not names:
+        return
     # ON CONFLICT DO NOTHING: two writers adding the same new tag at once both succeed
     # instead of one failing on the unique name.
-    Tag.objects.bulk_create([Tag(name=name) for name in sorted(wanted)], ignore_conflicts=True)
-    return list(Tag.objects.filter(name__in=wanted))
+    Tag.objects.bulk_create([Tag(name=name) for name in sorted(names)], ignore_conflicts=True)
+    tags = dict(Tag.objects.filter(name__in=names).values_list("name", "pk"))
+    Link.objects.bulk_create([Link(plant=plant, tag_id=tags[name]) for name in names])
 
 
 def _apply(plant: Plant, changes: dict[str, Any]) -> None:
@@ -46,7 +49,7 @@ def _apply(plant: Plant, changes: dict[str, Any]) -> None:
         setattr(plant, name, value)
     plant.save()
     if tags is not None:
-        plant.tags.set(_tags(tags))
+        plant_tags_set(plant=plant, names=tags)
 
 
 def plant_update(
@@ -73,7 +76,7 @@ def plant_update(
         if plant is None:
             raise PlantNotFound(plant_id)
         _apply(plant, changes)
-    return Plant.objects.prefetch_related("tags").get(pk=plant.pk)
+    return Plant.objects.prefetch_related(TAGS_IN_ORDER).get(pk=plant.pk)
 
 
 def plants_import(*, records: Sequence[PlantRecord]) -> list[Plant]:
@@ -84,19 +87,24 @@ def plants_import(*, records: Sequence[PlantRecord]) -> list[Plant]:
     """
     counts = Counter(record.id for record in records if record.id is not None)
     problems = [
-        (index, f"id {record.id} appears more than once in the file")
+        Problem(
+            loc=(index, "id"),
+            msg=f"id {record.id} appears more than once in the file",
+            type="duplicate_key",
+            input=record.id,
+        )
         for index, record in enumerate(records)
         if record.id is not None and counts[record.id] > 1
     ]
     with transaction.atomic():
         existing = Plant.objects.select_for_update().in_bulk(list(counts))
         problems.extend(
-            (index, "a new plant needs a name")
+            Problem(loc=(index, "name"), msg="a new plant needs a name", type="missing")
             for index, record in enumerate(records)
             if record.name is None and record.id not in existing
         )
         if problems:
-            raise PlantsRefused(sorted(problems))
+            raise PlantsRefused(sorted(problems, key=lambda p: p.loc))
         plants = []
         created_with_id = False
         for record in records:

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from catalog import bulk
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
+from core import bulk
 from tests.factories import full_item
 from tests.partner_api.sync_helpers import SYNC_URL, item, post_sync
 

@@ -2,6 +2,7 @@ import factory
 from factory.django import DjangoModelFactory
 
 from plants.models import Plant, Tag
+from plants.services import plant_tags_set
 
 
 class TagFactory(DjangoModelFactory):
@@ -23,6 +24,6 @@ class PlantFactory(DjangoModelFactory):
 
     @factory.post_generation
     def tags(self, create, extracted, **kwargs):
-        """`PlantFactory(tags=["indoor", "shade"])` gives the plant those tags."""
+        """`PlantFactory(tags=["indoor", "shade"])` gives the plant those tags, in that order."""
         if create and extracted:
-            self.tags.set([TagFactory(name=name) for name in extracted])
+            plant_tags_set(plant=self, names=extracted)

@@ -84,11 +84,11 @@ def test_full_update_returns_the_plant(api_client):
         "id": plant.pk,
         "name": "Boston fern",
         "status": "sold",
-        "tags": ["humid", "indoor"],
+        "tags": ["indoor", "humid"],
     }
     plant.refresh_from_db()
     assert (plant.name, plant.category, plant.status) == ("Boston fern", "fern", "sold")
-    assert plant.tag_names() == ["humid", "indoor"]
+    assert plant.tag_names() == ["indoor", "humid"]
 
 
 def test_trailing_slash_answers_the_same(api_client):
@@ -172,7 +172,8 @@ def test_tags_are_a_set_shared_between_plants(api_client):
     second = PlantFactory()
     response = put(api_client, {"id": second.pk, "tags": ["shade", "indoor", "shade", " indoor "]})
     assert response.status_code == 200
-    assert response.json()["tags"] == ["indoor", "shade"]
+    # In the order sent, a repeated tag kept once at its first place.
+    assert response.json()["tags"] == ["shade", "indoor"]
     assert Tag.objects.filter(name="indoor").count() == 1
     assert first.tag_names() == ["indoor"]
 
@@ -198,7 +199,7 @@ def test_longest_legal_values_are_accepted(api_client):
     body = {"id": plant.pk, "name": "n" * 255, "category": "c" * 128, "tags": tags}
     response = put(api_client, body)
     assert response.status_code == 200
-    assert response.json()["tags"] == sorted(tags)
+    assert response.json()["tags"] == tags
     plant.refresh_from_db()
     assert plant.name == "n" * 255
     assert plant.category == "c" * 128
@@ -372,3 +373,13 @@ def test_other_methods_are_405(api_client, method):
     response = getattr(api_client, method)(url())
     assert response.status_code == 405
     assert isinstance(response.json()["detail"], str)
+
+
+def test_tags_keep_the_order_sent_on_every_update(api_client):
+    plant = PlantFactory(tags=["alpha", "beta"])
+    response = put(api_client, {"id": plant.pk, "tags": ["zeta", "beta", "alpha", "zeta"]})
+    assert response.json()["tags"] == ["zeta", "beta", "alpha"]
+    response = put(api_client, {"id": plant.pk, "tags": ["alpha", "zeta", "beta"]})
+    assert response.json()["tags"] == ["alpha", "zeta", "beta"]
+    plant.refresh_from_db()
+    assert plant.tag_names() == ["alpha", "zeta", "beta"]

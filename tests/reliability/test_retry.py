@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from catalog.models import Product
-from catalog.services import run_with_retry
+from core.retry import run_with_retry
 from tests.factories import ProductFactory
 
 

@@ -24,6 +24,5 @@ class Command(BaseCommand):
         except FileInvalid as exc:
             raise CommandError(str(exc)) from exc
         except ItemsRefused as exc:
-            lines = [f"item {p.loc[1]}: {p.msg}" for p in exc.problems]
-            raise CommandError("Nothing was imported. Problems:\n" + "\n".join(lines)) from exc
+            raise CommandError(exc.report("item")) from exc
         self.stdout.write(f"Created {result.created}, updated {result.updated} products.")

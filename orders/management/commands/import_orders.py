@@ -2,7 +2,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from orders.files import FileInvalid, read_order_records
+from core.files import FileInvalid, read_valid_records
+from orders.schemas import OrderRecord
 from orders.services import OrdersRefused, orders_import
 
 
@@ -22,13 +23,11 @@ class Command(BaseCommand):
         if not file.is_file():
             raise CommandError(f"{file}: no such file.")
         try:
-            records = read_order_records(file)
-            orders = orders_import(records=records)
+            records = read_valid_records(file, OrderRecord, noun="order", name_field="order_number")
+            orders = orders_import(records=[record for _, record in records])
         except FileInvalid as exc:
             raise CommandError(str(exc)) from exc
         except OrdersRefused as exc:
-            raise CommandError(
-                "Nothing was imported. Problems:\n" + "\n".join(exc.problems)
-            ) from exc
+            raise CommandError(exc.report("order")) from exc
         for order in orders:
             self.stdout.write(f"{order.order_number} {order.pk}")

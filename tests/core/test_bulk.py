@@ -7,8 +7,8 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from catalog import bulk
 from catalog.models import PendingProduct, Product
+from core import bulk
 from tests.factories import ProductFactory
 
 FIELDS = ("name", "brand", "catalog_price", "updated_at")

@@ -1,12 +1,18 @@
-import pydantic
+"""The plant operation: `PUT /api/v3/plant`."""
+
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from partner_api.exceptions import RequestInvalid, problems_from_pydantic
+from partner_api.base import (
+    BODY_RESPONSES,
+    KEY_RESPONSES,
+    PartnerAPIView,
+    validate,
+    validation_responses,
+)
 from partner_api.plant_schemas import PlantResponse, PlantUpdateRequest
-from partner_api.schemas import ErrorBody, ValidationErrorBody
-from partner_api.views import ERROR_RESPONSES, PartnerAPIView
+from partner_api.schemas import ErrorBody
 from plants.services import PlantNotFound, plant_update
 
 PLANT_NOT_FOUND = "Plant not found"
@@ -15,8 +21,10 @@ PLANT_NOT_FOUND = "Plant not found"
 class PlantView(PartnerAPIView):
     """Update a plant of the catalogue."""
 
+    operation_id = "plant_update"
+
     @extend_schema(
-        operation_id="plant_update",
+        operation_id=operation_id,
         summary="Update a plant",
         description=(
             "The body names the plant by its integer `id` and carries the values to change. "
@@ -27,13 +35,8 @@ class PlantView(PartnerAPIView):
         request=PlantUpdateRequest,
         responses={
             200: OpenApiResponse(PlantResponse, description="Plant updated."),
-            400: OpenApiResponse(
-                ValidationErrorBody,
-                description=(
-                    'Invalid ID supplied (`type` "invalid_id", `loc` ["body", "id"]), an '
-                    "invalid field, malformed JSON or a body that is not an object. Every "
-                    "problem is listed."
-                ),
+            **validation_responses(
+                operation_id,
                 examples=[
                     OpenApiExample(
                         "Invalid ID supplied",
@@ -55,15 +58,13 @@ class PlantView(PartnerAPIView):
                 description="Plant not found.",
                 examples=[OpenApiExample("Plant not found", value={"detail": PLANT_NOT_FOUND})],
             ),
-            **ERROR_RESPONSES,
+            **KEY_RESPONSES,
+            **BODY_RESPONSES,
         },
         tags=["plants"],
     )
     def put(self, request):
-        try:
-            payload = PlantUpdateRequest.model_validate(request.data)
-        except pydantic.ValidationError as exc:
-            raise RequestInvalid(problems_from_pydantic(exc, prefix="body")) from None
+        payload = validate(PlantUpdateRequest, request.data, loc="body")
         try:
             plant = plant_update(plant_id=payload.id, **payload.changes())
         except PlantNotFound:

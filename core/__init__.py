@@ -1,0 +1,1 @@
+"""Building blocks several apps share: problems and refusals, text rules, retry, bulk SQL, files."""

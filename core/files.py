@@ -1,0 +1,106 @@
+"""Reading import files (JSON, and CSV where a command allows it) into validated records.
+
+The three import commands read through `read_valid_records`: a file is all or nothing, and
+the error names every bad record with where it stands ("item 2", "line 3", "order 0 (20260001)").
+"""
+
+import csv
+import json
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pydantic
+
+from core.problems import nothing_imported, problems_from_pydantic
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+CSV_TRUE = {"true", "1", "yes", "y"}
+CSV_FALSE = {"false", "0", "no", "n"}
+
+
+class FileInvalid(Exception):
+    """The file cannot be imported; the message names every bad record."""
+
+
+def read_records(
+    path: Path, *, noun: str, csv_booleans: Collection[str] | None = None
+) -> list[tuple[str, Any]]:
+    """The file's records, each with where it stands. CSV is read only when `csv_booleans`
+    (the names of its boolean columns) is given."""
+    suffix = path.suffix.lower()
+    if csv_booleans is not None and suffix not in (".json", ".csv"):
+        raise FileInvalid(f"{path}: unsupported file type {suffix!r}; use .json or .csv.")
+    try:
+        if suffix == ".csv" and csv_booleans is not None:
+            return _read_csv(path, csv_booleans)
+        with path.open(encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, RecursionError) as exc:
+        raise FileInvalid(f"{path}: cannot be read: {exc}") from exc
+    if not isinstance(data, list):
+        raise FileInvalid(f"{path}: the file must hold a JSON list of {noun}s.")
+    return [(f"{noun} {index}", record) for index, record in enumerate(data)]
+
+
+def _read_csv(path: Path, booleans: Collection[str]) -> list[tuple[str, Any]]:
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        records = []
+        for row in reader:
+            record = {
+                key.strip(): _csv_value(value, boolean=key.strip() in booleans)
+                for key, value in row.items()
+                if key is not None
+            }
+            records.append((f"line {reader.line_num}", record))
+        return records
+
+
+def _csv_value(value: str | None, *, boolean: bool) -> Any:
+    if value is None or value.strip() == "":
+        return None
+    if boolean:
+        lowered = value.strip().lower()
+        if lowered in CSV_TRUE:
+            return True
+        if lowered in CSV_FALSE:
+            return False
+    return value
+
+
+def read_valid_records(
+    path: Path,
+    model: type[M],
+    *,
+    noun: str,
+    name_field: str | None = None,
+    csv_booleans: Collection[str] | None = None,
+) -> list[tuple[str, M]]:
+    """Validate every record of the file as `model`; any bad record makes the file invalid.
+
+    `name_field` adds a record's own name to where it stands ("order 0 (20260001)").
+    """
+    valid = []
+    errors = []
+    for where, record in read_records(path, noun=noun, csv_booleans=csv_booleans):
+        if (
+            name_field
+            and isinstance(record, dict)
+            and isinstance(record.get(name_field), str | int)
+        ):
+            where += f" ({record[name_field]})"
+        if not isinstance(record, dict):
+            errors.append(f"{where}: not an object")
+            continue
+        try:
+            valid.append((where, model.model_validate(record)))
+        except pydantic.ValidationError as exc:
+            errors.extend(
+                f"{where}: {'.'.join(str(part) for part in p.loc) or 'record'}: {p.msg}"
+                for p in problems_from_pydantic(exc)
+            )
+    if errors:
+        raise FileInvalid(nothing_imported(errors))
+    return valid

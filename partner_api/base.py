@@ -1,0 +1,131 @@
+"""What every operation of the partner API shares: the base view, validation of what was sent,
+and the OpenAPI responses and parameters that several operations name (as Sentry's `apidocs`).
+"""
+
+from typing import Any, TypeVar
+
+import pydantic
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from rest_framework import permissions
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.views import APIView
+
+from core.problems import Problem, problems_from_pydantic
+from partner_api.authentication import ApiKeyAuthentication
+from partner_api.exceptions import VALIDATION_RULES, RequestInvalid
+from partner_api.schemas import ErrorBody, ValidationErrorBody
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+class JSONOnlyNegotiation(DefaultContentNegotiation):
+    """Answer JSON whatever the Accept header says.
+
+    The API has no other representation, and a 406 raised before authentication would hide
+    the 401 of a missing key or the detail of a validation error.
+    """
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class PartnerAPIView(APIView):
+    """An operation of the partner API: an X-API-Key is required, and the answer is JSON."""
+
+    authentication_classes = (ApiKeyAuthentication,)
+    permission_classes = (permissions.IsAuthenticated,)
+    content_negotiation_class = JSONOnlyNegotiation
+    # Names the operation in the OpenAPI document and in the 400-versus-422 rule.
+    operation_id: str = ""
+
+
+def validate(
+    model: type[M], data: Any, *, loc: str, problems: list[Problem] | None = None
+) -> M | None:
+    """`data` (the `loc` part of the request: body, query, path) as a `model`.
+
+    A pydantic error becomes the error body: raised at once, or, when the caller collects the
+    problems of several parts, added to `problems` (and None returned) for one answer.
+    """
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        found = problems_from_pydantic(exc, prefix=(loc,))
+    if problems is None:
+        raise RequestInvalid(found)
+    problems.extend(found)
+    return None
+
+
+def query_data(model: type[pydantic.BaseModel], params) -> dict[str, Any]:
+    """The query parameters `model` declares, those present."""
+    return {name: params.get(name) for name in model.model_fields if name in params}
+
+
+# ------------------------------------------------------------------------------
+# OpenAPI pieces named by the operations
+# ------------------------------------------------------------------------------
+RESPONSE_UNAUTHORIZED = OpenApiResponse(
+    ErrorBody, description="Missing, unknown, revoked or expired X-API-Key."
+)
+RESPONSE_TOO_LARGE = OpenApiResponse(ErrorBody, description="Body over the size limit.")
+RESPONSE_UNSUPPORTED_MEDIA_TYPE = OpenApiResponse(
+    ErrorBody, description="Body is not JSON by its Content-Type."
+)
+RESPONSE_THROTTLED = OpenApiResponse(
+    ErrorBody,
+    description=(
+        "The key is over its request rate (only when API_KEY_THROTTLE_RATE is set); "
+        "retry after the seconds in the Retry-After header."
+    ),
+)
+RESPONSE_UNAVAILABLE = OpenApiResponse(ErrorBody, description="Database unavailable; retry later.")
+# Every operation: the key, its rate, the database.
+KEY_RESPONSES = {401: RESPONSE_UNAUTHORIZED, 429: RESPONSE_THROTTLED, 503: RESPONSE_UNAVAILABLE}
+# Every operation with a body, in addition.
+BODY_RESPONSES = {413: RESPONSE_TOO_LARGE, 415: RESPONSE_UNSUPPORTED_MEDIA_TYPE}
+
+
+def validation_responses(
+    operation_id: str, *, examples: list[OpenApiExample] | None = None
+) -> dict[int, OpenApiResponse]:
+    """The 400 and 422 answers of an operation, described from its validation rule."""
+    rule = VALIDATION_RULES[operation_id]
+    responses = {}
+    for status, description in ((400, rule.bad_request), (422, rule.unprocessable_entity)):
+        if description:
+            responses[status] = OpenApiResponse(
+                ValidationErrorBody, description=description, examples=examples or []
+            )
+    return responses
+
+
+def query_parameters(model: type[pydantic.BaseModel]) -> list[OpenApiParameter]:
+    """The OpenAPI query parameters of `model`, read from its fields: declared once."""
+    schema = model.model_json_schema()
+    definitions = schema.get("$defs", {})
+    parameters = []
+    for name, prop in schema["properties"].items():
+        prop = dict(prop)
+        description = prop.pop("description", None)
+        examples = prop.pop("examples", None) or []
+        prop.pop("title", None)
+        if "$ref" in prop:
+            prop = {**definitions[prop.pop("$ref").rsplit("/", 1)[-1]], **prop}
+            prop.pop("title", None)
+            prop.pop("description", None)
+        enum = prop.pop("enum", None)
+        default = prop.pop("default", None)
+        parameters.append(
+            OpenApiParameter(
+                name,
+                prop,
+                OpenApiParameter.QUERY,
+                enum=enum,
+                default=default,
+                required=name in schema.get("required", ()),
+                description=description or "",
+                examples=[OpenApiExample(str(value), value=value) for value in examples],
+            )
+        )
+    return parameters

@@ -1,0 +1,226 @@
+"""The product synchronization operations: batch (1) and single item (2)."""
+
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from typing import Any
+
+import orjson
+import pydantic
+from django.db import DatabaseError
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+from catalog.models import SyncAudit
+from catalog.schemas import SyncContext
+from catalog.services import (
+    SyncClient,
+    SyncResult,
+    products_sync,
+    sync_audit_create,
+    sync_limit_problem,
+)
+from core.problems import Refused
+from partner_api.base import (
+    BODY_RESPONSES,
+    KEY_RESPONSES,
+    PartnerAPIView,
+    validate,
+    validation_responses,
+)
+from partner_api.exceptions import RequestInvalid
+from partner_api.schemas import BatchSyncRequest, ItemSyncRequest, SyncResponse
+
+logger = logging.getLogger(__name__)
+
+
+def body_hash(data: Any) -> str:
+    """Hash of the body's canonical JSON: the same content hashes the same, whatever its layout."""
+    try:
+        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        # orjson refuses integers over 64 bits and lone surrogates; the standard library does not.
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def sync_body(result: SyncResult) -> dict[str, Any]:
+    """The sync response of a result."""
+    body: dict[str, Any] = result.stored()
+    if result.message is not None:
+        body["message"] = result.message
+    return body
+
+
+class SyncView(PartnerAPIView):
+    """Common path of the two synchronization operations: validate, call the service, audit."""
+
+    single: bool
+    request_model: type[pydantic.BaseModel]
+
+    def initial(self, request, *args, **kwargs):
+        self.started = getattr(request._request, "started_at", None) or time.perf_counter()
+        self.audit_request_id: str | None = None
+        self.audit_context = None
+        self.audit_received = 0
+        self.audited = False
+        super().initial(request, *args, **kwargs)
+
+    def sync(self, request) -> Response:
+        if request.stream is None:
+            # DRF reads an empty body as {} without asking a parser; it is not a JSON document.
+            if request.content_type.split(";")[0].strip() != "application/json":
+                raise exceptions.UnsupportedMediaType(request.content_type)
+            raise exceptions.ParseError("JSON parse error - the body is empty")
+        data = request.data
+        self._note_request(data)
+        problems = []
+        if self.audit_received and not self.single:
+            # Counted before validating: a huge batch is refused without reading its items.
+            too_many = sync_limit_problem(self.audit_received)
+            if too_many is not None:
+                problems.append(too_many.located("body"))
+        payload = validate(self.request_model, data, loc="body", problems=problems)
+        if problems:
+            raise RequestInvalid(problems)
+        self.audit_context = payload.sync_context
+        result = products_sync(
+            items=payload.products if not self.single else [payload],
+            request_id=payload.request_id,
+            context=payload.sync_context,
+            client=SyncClient(key_id=request.user.key_id, key_name=request.user.name),
+            single=self.single,
+            # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
+            body_hash=body_hash(data) if payload.request_id is not None else None,
+            started=self.started,
+        )
+        self.audited = True
+        response = Response(sync_body(result))
+        if result.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+    def _note_request(self, data: Any) -> None:
+        """What a refusal's audit row names: request_id, context and item count, where valid."""
+        if not isinstance(data, dict):
+            return
+        if self.single:
+            self.audit_received = 1
+        elif isinstance(data.get("products"), list):
+            self.audit_received = len(data["products"])
+        request_id = data.get("request_id")
+        if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+            request_id = str(request_id)
+            if len(request_id) <= 128 and "\x00" not in request_id:
+                self.audit_request_id = request_id
+                self.request._request.log_request_id = request_id
+        if isinstance(data.get("sync_context"), dict):
+            with contextlib.suppress(pydantic.ValidationError):
+                self.audit_context = SyncContext.model_validate(data["sync_context"])
+
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        if not self.audited and not getattr(exc, "audited", False):
+            self._audit_refusal(exc, response)
+        return response
+
+    def _audit_refusal(self, exc: Exception, response: Response) -> None:
+        if response.status_code >= 500:
+            return
+        user = getattr(self.request, "_user", None)
+        client = (
+            SyncClient(key_id=user.key_id, key_name=user.name)
+            if getattr(user, "is_authenticated", False)
+            else None
+        )
+        if isinstance(exc, RequestInvalid | Refused):
+            summary = "; ".join(f"{list(p.loc)}: {p.msg}" for p in exc.problems[:20])
+        else:
+            summary = str(getattr(exc, "detail", exc))
+        try:
+            sync_audit_create(
+                client=client,
+                single=self.single,
+                request_id=self.audit_request_id,
+                context=self.audit_context,
+                outcome=SyncAudit.Outcome.REFUSED,
+                status_code=response.status_code,
+                started=self.started,
+                received=self.audit_received,
+                error_summary=summary,
+            )
+        except DatabaseError:
+            logger.exception("could not write the audit row of a refused sync")
+
+
+REPLAYED_HEADER = OpenApiParameter(
+    "Idempotent-Replayed",
+    str,
+    OpenApiParameter.HEADER,
+    response=[200],
+    enum=["true"],
+    description="Present when the response is the stored answer to an earlier identical request.",
+)
+
+SYNC_RESPONSES = {
+    200: OpenApiResponse(
+        SyncResponse,
+        description=(
+            "Processed (success true) or paused by staff (success false, nothing applied). "
+            "A replayed retry carries the header `Idempotent-Replayed: true`."
+        ),
+    ),
+    **KEY_RESPONSES,
+    **BODY_RESPONSES,
+}
+
+
+class ProductSyncView(SyncView):
+    """Batch product synchronization."""
+
+    operation_id = "products_sync"
+    single = False
+    request_model = BatchSyncRequest
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Batch product synchronization",
+        description=(
+            "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
+            "optional ean. Unknown and ambiguous keys are stored as pending products and counted "
+            "in unknown_products. All or nothing: one invalid item and nothing is applied. A retry "
+            "with the same request_id and body replays the stored response."
+        ),
+        request=BatchSyncRequest,
+        responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
+        parameters=[REPLAYED_HEADER],
+        tags=["products"],
+    )
+    def post(self, request):
+        return self.sync(request)
+
+
+class ProductItemView(SyncView):
+    """Single product synchronization."""
+
+    operation_id = "products_item"
+    single = True
+    request_model = ItemSyncRequest
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Single product synchronization",
+        description=(
+            "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
+            "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product."
+        ),
+        request=ItemSyncRequest,
+        responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
+        parameters=[REPLAYED_HEADER],
+        tags=["products"],
+    )
+    def put(self, request):
+        return self.sync(request)
