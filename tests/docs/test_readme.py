@@ -58,7 +58,8 @@ def test_readme_has_no_unnamed_key_variable():
 def test_every_shell_example_runs_after_make_run(tmp_path):
     port = free_port()
     # The examples run in a folder of their own (they write files), which sees the project's.
-    (tmp_path / "connector").symlink_to(ROOT / "connector")
+    for shared in ("connector", "deploy"):
+        (tmp_path / shared).symlink_to(ROOT / shared)
     env = {
         key: value
         for key, value in os.environ.items()
