@@ -4,11 +4,16 @@ import re
 from django.conf import settings
 from rest_framework import exceptions, parsers, status
 
+MAX_JSON_VALUES = 1_000_000
+
 
 class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "Request body is too large."
     default_code = "request_too_large"
+
+    def __init__(self, detail: str | None = None):
+        limit = settings.MAX_REQUEST_BODY_BYTES
+        super().__init__(detail or f"Request body is over the limit of {limit} bytes.")
 
 
 class DuplicateJsonKey(ValueError):
@@ -52,8 +57,36 @@ def _has_lone_surrogate(value: object) -> bool:
     return False
 
 
+# A JSON string; an unterminated one runs to the end, so that a match never fails and the scan
+# stays linear whatever the body holds.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+
+
+def json_value_count(raw: bytes) -> int:
+    """The number of values (objects, arrays, strings, numbers, literals) in a JSON text,
+    counted on the bytes, before any Python object is built.
+
+    Every value but the first is an element of a container, and a container with n elements
+    has n - 1 commas: values = 1 + commas + non-empty containers. Exact for valid JSON, an
+    upper bound otherwise (commas inside strings only add to it), so the cheap bound is tried
+    first and the strings are blanked out only when it is over the limit.
+    """
+    commas, opens = raw.count(b","), raw.count(b"[") + raw.count(b"{")
+    if 1 + commas + opens <= MAX_JSON_VALUES:
+        return 1 + commas + opens
+    # Outside strings white space means nothing; without it an empty container is "[]" or "{}".
+    blanked = _JSON_STRING.sub(b'""', raw).translate(None, b" \t\n\r")
+    opens = blanked.count(b"[") + blanked.count(b"{")
+    empty = blanked.count(b"[]") + blanked.count(b"{}")
+    return 1 + blanked.count(b",") + opens - empty
+
+
 def parse_json(raw: bytes) -> object:
-    """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting."""
+    """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting and size."""
+    if json_value_count(raw) > MAX_JSON_VALUES:
+        raise exceptions.ParseError(
+            f"JSON parse error - the body holds more than {MAX_JSON_VALUES} values"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

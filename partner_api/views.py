@@ -28,6 +28,7 @@ from catalog.services import (
 )
 from partner_api.authentication import ApiKeyAuthentication
 from partner_api.exceptions import RequestInvalid, ServiceUnavailable, problems_from_pydantic
+from partner_api.parsers import RequestTooLarge
 from partner_api.schemas import (
     BatchSyncRequest,
     ErrorBody,
@@ -90,6 +91,12 @@ class PartnerAPIView(APIView):
     content_negotiation_class = JSONOnlyNegotiation
     # The status of a malformed body: 400 for the sync and plant operations, 422 for orders.
     validation_status = 400
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        # After the key check: a bad key with an oversize body is 401 (config.middleware).
+        if getattr(request._request, "body_too_large", False):
+            raise RequestTooLarge()
 
 
 class SyncView(PartnerAPIView):
