@@ -115,12 +115,20 @@ class RequestBodyMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith("/api/"):
-            self._prepare(request)
-        return self.get_response(request)
+        if not request.path.startswith("/api/"):
+            return self.get_response(request)
+        unread = self._prepare(request)
+        response = self.get_response(request)
+        if unread and "wsgi.input" in request.META:
+            # A server that closes the connection with the client's body still unread resets
+            # it, and the client, still sending, never sees the 413. Read the rest (up to a
+            # bound, in small pieces, kept nowhere) before the answer goes out.
+            _read_at_most(request.META["wsgi.input"], unread, keep=False)
+        return response
 
     @staticmethod
-    def _prepare(request) -> None:
+    def _prepare(request) -> int:
+        """Prepare the request; how many bytes of its body are left to read afterwards."""
         limit = settings.MAX_REQUEST_BODY_BYTES
         meta = request.META
         request.body_too_large = False
@@ -129,6 +137,7 @@ class RequestBodyMiddleware:
             length = int(meta.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
+        unread = 0
         if chunked and not length:
             body = _read_at_most(meta["wsgi.input"], limit + 1) if "wsgi.input" in meta else b""
             length = len(body)
@@ -136,22 +145,28 @@ class RequestBodyMiddleware:
             if length <= limit:
                 request._body = body
                 request._stream = io.BytesIO(body)
+            else:
+                unread = limit  # the rest of the chunks, if any, up to this many bytes
+        elif length > limit:
+            unread = min(length, 2 * limit)
         if length > limit:
             request.body_too_large = True
-            # Nothing more is read: Django's body property must not raise its own 400 later.
+            # Django's body property must not raise its own 400 later.
             request._body = b""
             request._stream = io.BytesIO(b"")
         if length and not meta.get("CONTENT_TYPE", "").strip():
             meta["CONTENT_TYPE"] = "application/json"
+        return unread
 
 
-def _read_at_most(stream, size: int) -> bytes:
+def _read_at_most(stream, size: int, *, keep: bool = True) -> bytes:
     parts = []
     remaining = size
     while remaining > 0:
         part = stream.read(min(remaining, 1 << 16))
         if not part:
             break
-        parts.append(part)
+        if keep:
+            parts.append(part)
         remaining -= len(part)
     return b"".join(parts)
