@@ -57,28 +57,41 @@ def _has_lone_surrogate(value: object) -> bool:
     return False
 
 
-# A JSON string; an unterminated one runs to the end, so that a match never fails and the scan
-# stays linear whatever the body holds.
-_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_WINDOW = 1 << 20
 
 
 def json_value_count(raw: bytes) -> int:
     """The number of values (objects, arrays, strings, numbers, literals) in a JSON text,
-    counted on the bytes, before any Python object is built.
+    counted on the bytes, before any Python object is built, in memory that does not grow with
+    the number of values.
 
     Every value but the first is an element of a container, and a container with n elements
-    has n - 1 commas: values = 1 + commas + non-empty containers. Exact for valid JSON, an
-    upper bound otherwise (commas inside strings only add to it), so the cheap bound is tried
-    first and the strings are blanked out only when it is over the limit.
+    has n - 1 commas: values = 1 + commas + non-empty containers, counting only what stands
+    outside strings. Counting every comma and bracket gives an upper bound, tried first; only
+    when it is over the limit are the strings taken out. The count is exact for valid JSON and
+    for the valid beginning of invalid JSON (all the parser could build before it fails); it
+    can only come out too high otherwise.
     """
     commas, opens = raw.count(b","), raw.count(b"[") + raw.count(b"{")
     if 1 + commas + opens <= MAX_JSON_VALUES:
         return 1 + commas + opens
-    # Outside strings white space means nothing; without it an empty container is "[]" or "{}".
-    blanked = _JSON_STRING.sub(b'""', raw).translate(None, b" \t\n\r")
-    opens = blanked.count(b"[") + blanked.count(b"{")
-    empty = blanked.count(b"[]") + blanked.count(b"{}")
-    return 1 + blanked.count(b",") + opens - empty
+    # Without escaped backslashes and then escaped quotes, every quote left opens or closes a
+    # string: what lies between an odd quote and the next one is inside a string.
+    plain = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    count = 1
+    inside = False
+    for start in range(0, len(plain), _WINDOW):
+        pieces = plain[start : start + _WINDOW].split(b'"')
+        # A string stands in as "0", so that ["a"] is not taken for an empty list.
+        outside = b"0".join(pieces[1::2] if inside else pieces[0::2])
+        if len(pieces) % 2 == 0:  # an odd number of quotes in this window
+            inside = not inside
+        del pieces
+        # White space means nothing outside strings; without it an empty container is [] or {}.
+        outside = outside.translate(None, b" \t\n\r")
+        count += outside.count(b",") + outside.count(b"[") + outside.count(b"{")
+        count -= outside.count(b"[]") + outside.count(b"{}")
+    return count
 
 
 def parse_json(raw: bytes) -> object:

@@ -178,3 +178,25 @@ def test_many_values_in_strings_are_not_counted(api_client):
     body = json.dumps({"products": [item("V-1", name="n")], "padding": text}).encode()
     response = api_client.post(reverse(SYNC_URL), data=body, content_type="application/json")
     assert response.status_code == 200, response.content[:300]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [""],
+        [[], {}, [[]], {"a": []}],
+        {"a,b": "[x]", "c": ["{", "}", ","]},
+        ["\\", '"', '\\"', "\\\\,", "a\\", ""],
+        {"nested": [{"k": [1, 2.5, None, True, False]}, []]},
+    ],
+)
+@pytest.mark.parametrize("indent", [None, 2])
+def test_the_value_count_is_exact_for_valid_json(monkeypatch, value, indent):
+    from partner_api import parsers
+
+    def count(node) -> int:
+        children = node.values() if isinstance(node, dict) else node
+        return 1 + sum(map(count, children)) if isinstance(node, dict | list) else 1
+
+    monkeypatch.setattr(parsers, "MAX_JSON_VALUES", 0)  # always the exact count
+    assert parsers.json_value_count(json.dumps(value, indent=indent).encode()) == count(value)
