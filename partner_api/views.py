@@ -46,8 +46,9 @@ ERROR_RESPONSES = {
     429: OpenApiResponse(
         ErrorBody,
         description=(
-            "The key is over its request rate (only when API_KEY_THROTTLE_RATE is set); "
-            "retry after the seconds in the Retry-After header."
+            "The key is over its request rate (only when API_KEY_THROTTLE_RATE is set), or "
+            "this address sent too many invalid keys (AUTH_FAILURE_RATE); retry after the "
+            "seconds in the Retry-After header."
         ),
     ),
     503: OpenApiResponse(ErrorBody, description="Database unavailable; retry later."),

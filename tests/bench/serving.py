@@ -130,9 +130,11 @@ def main() -> None:
                     proxy.base_url, key=s.api_key, seconds=args.seconds, clients=args.clients
                 )
                 rows.append((name, direct, behind, load))
+    print(f"{args.clients} clients sending syncs, {args.seconds:.0f} s per run\n")
     print(
-        f"| worker class | /healthz direct, {args.slow} slow clients | behind nginx "
-        "| single-item syncs behind nginx |"
+        f"| gunicorn | /healthz straight to gunicorn, {args.slow} slow clients "
+        f"| /healthz behind nginx, {args.slow} slow clients "
+        f"| single-item syncs behind nginx, {args.clients} clients |"
     )
     print("|---|---|---|---|")
     for name, direct, behind, load in rows:
