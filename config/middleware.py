@@ -1,3 +1,4 @@
+import contextlib
 import io
 import re
 import uuid
@@ -14,7 +15,7 @@ from django.contrib.admin.views.main import (
     TO_FIELD_VAR,
 )
 from django.db.models import DateTimeField
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseRedirect, JsonResponse
 
 from config.logging import request_id_context
 
@@ -104,10 +105,11 @@ class RequestBodyMiddleware:
     - A body sent with `Transfer-Encoding: chunked` has no Content-Length, and Django reads such
       a body as empty under a WSGI server; it is read here, at most one byte past
       `MAX_REQUEST_BODY_BYTES`, and given a Content-Length.
-    - A body over `MAX_REQUEST_BODY_BYTES` is not read: the request is marked
+    - A body over `MAX_REQUEST_BODY_BYTES` is not kept: the request is marked
       (`request.body_too_large`) and the view answers 413 once the key has been checked, with
       an audit row for a sync call. Django's own limit (`DATA_UPLOAD_MAX_MEMORY_SIZE`) would
       otherwise answer a bare 400 first.
+    - A chunked body that breaks off or is malformed is a 400 (the client is usually gone).
     - A body without a Content-Type is read as JSON (some .NET and Java clients send none).
     """
 
@@ -117,13 +119,28 @@ class RequestBodyMiddleware:
     def __call__(self, request):
         if not request.path.startswith("/api/"):
             return self.get_response(request)
-        unread = self._prepare(request)
+        try:
+            unread = self._prepare(request)
+        except OSError:
+            return JsonResponse(
+                {
+                    "detail": [
+                        {
+                            "loc": ["body"],
+                            "msg": "The chunked request body could not be read",
+                            "type": "body_unreadable",
+                        }
+                    ]
+                },
+                status=400,
+            )
         response = self.get_response(request)
         if unread and "wsgi.input" in request.META:
             # A server that closes the connection with the client's body still unread resets
             # it, and the client, still sending, never sees the 413. Read the rest (up to a
             # bound, in small pieces, kept nowhere) before the answer goes out.
-            _read_at_most(request.META["wsgi.input"], unread, keep=False)
+            with contextlib.suppress(OSError):
+                _read_at_most(request.META["wsgi.input"], unread, keep=False)
         return response
 
     @staticmethod

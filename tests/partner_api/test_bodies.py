@@ -200,3 +200,28 @@ def test_the_value_count_is_exact_for_valid_json(monkeypatch, value, indent):
 
     monkeypatch.setattr(parsers, "MAX_JSON_VALUES", 0)  # always the exact count
     assert parsers.json_value_count(json.dumps(value, indent=indent).encode()) == count(value)
+
+
+class BrokenOff(io.RawIOBase):
+    """A chunked body whose connection breaks after a few bytes (as gunicorn reports it)."""
+
+    def __init__(self):
+        self.sent = False
+
+    def read(self, size=-1):
+        if not self.sent:
+            self.sent = True
+            return b'{"products": ['
+        raise OSError("chunk missing terminator")
+
+
+def test_a_chunked_body_that_breaks_off_is_a_400_not_a_500(api_client):
+    response = api_client.generic(
+        "POST",
+        reverse(SYNC_URL),
+        content_type="application/json",
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": BrokenOff()},
+    )
+    assert response.status_code == 400
+    assert response.json()["detail"][0]["loc"] == ["body"]
