@@ -80,7 +80,7 @@ def test_a_connection_closed_without_a_reply_is_a_transport_error():
         thread.start()
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
         # A close with unread bytes may arrive as a reset instead of an orderly end.
-        with pytest.raises(TransportError, match="RemoteDisconnected|ConnectionResetError"):
+        with pytest.raises(TransportError, match=r"RemoteDisconnected|ConnectionResetError"):
             HttpTransport().request("PUT", url, headers={}, body=b"{}", timeout=5)
         thread.join(5)
 
