@@ -8,15 +8,21 @@ PORT ?= 8000
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: $(BIN)/python
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+# Installs again only when pyproject.toml changed since the last install, and quietly.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --quiet --upgrade pip
+	$(BIN)/pip install --quiet --quiet -e ".[test]"
+	@touch $@
+
+install: $(VENV)/.installed
+
+# The local settings (debug on, a random secret key) that manage.py reads; never gunicorn.
+.env: | $(BIN)/python
+	$(BIN)/python -m config.local_env > $@
 
 ## Run the service on SQLite with demo data; prints an API key and a curl line.
-# A fresh random secret per run unless DJANGO_SECRET_KEY is set (sessions do not survive a restart).
-run: install
-	@export DJANGO_SECRET_KEY="$${DJANGO_SECRET_KEY:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')}"; \
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0 && \
+run: install .env
+	@$(BIN)/python manage.py collectstatic --noinput --verbosity 0 && \
 	$(BIN)/python manage.py demo --port $(PORT) && \
 	exec $(BIN)/python manage.py runserver --noreload 127.0.0.1:$(PORT)
 

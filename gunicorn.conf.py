@@ -4,8 +4,47 @@ Every value can be overridden from the environment (the names are below) or on t
 line. docs/DEPLOYMENT.md explains how the numbers relate to PostgreSQL's connection limit.
 """
 
+import glob
 import multiprocessing
 import os
+import shutil
+import tempfile
+
+# Metrics of the whole app server (see monitoring/metrics.py): every worker writes its counters
+# to files in this directory and GET /metrics sums them. Set before the application is loaded,
+# so prometheus_client starts in multiprocess mode; a directory of its own unless configured.
+_OWN_METRICS_DIR_PREFIX = "stock-sync-metrics-"
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=_OWN_METRICS_DIR_PREFIX)
+os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+
+
+def on_starting(server):
+    """A new app server starts its counters at 0: the files of an earlier run are removed.
+
+    Called once (not on a reload), after the preloaded application created its own, empty,
+    files in this process: those stay.
+    """
+    own = f"_{os.getpid()}.db"
+    for path in glob.glob(os.path.join(os.environ["PROMETHEUS_MULTIPROC_DIR"], "*.db")):
+        if not path.endswith(own):
+            os.remove(path)
+
+
+def on_exit(server):
+    """A directory gunicorn made for itself goes with it; a configured one stays."""
+    path = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    if os.path.basename(path).startswith(_OWN_METRICS_DIR_PREFIX) and os.path.dirname(
+        os.path.abspath(path)
+    ) == os.path.abspath(tempfile.gettempdir()):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def child_exit(server, worker):
+    """A dead worker's live gauges go; its counters stay in the sums (they are totals)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
 
 
 def _int(name: str, default: int) -> int:
@@ -16,9 +55,13 @@ def _int(name: str, default: int) -> int:
 bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{_int('PORT', 8000)}"
 
 # Synchronous workers: a request is a short database transaction, and each worker holds at most
-# one PostgreSQL connection, so workers x app servers must stay under max_connections.
+# one PostgreSQL connection, so workers x app servers must stay under max_connections. Slow
+# clients never reach them: nginx in front reads whole requests first (deploy/nginx). Chosen by
+# measurement against threaded workers (docs/DEPLOYMENT.md, "Worker class"); the two variables
+# below exist to repeat that measurement.
 workers = _int("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8))
-worker_class = "sync"
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or "sync"
+threads = _int("GUNICORN_THREADS", 1)
 
 # A 5000-item batch is about a second of work on two cores; waiting for the row locks of
 # overlapping batches, on a busy database, can add many times that. A worker is only killed when

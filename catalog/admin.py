@@ -8,7 +8,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
@@ -19,6 +18,7 @@ from catalog.pending import (
     pending_resolve_for_products,
 )
 from catalog.services import sync_pause_set
+from core.display import local_time, money
 from core.text import NO_NUL_PATTERN
 
 admin.site.site_header = "Stock synchronization back-office"
@@ -60,17 +60,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
+    # What staff need at a glance, within a 1400-pixel window; brand, season, promotion and
+    # discontinued are filters.
     list_display = (
         "stock_code",
         "ean",
         "name",
-        "brand",
-        "season",
         "status",
         "shop_quantity",
-        "eshop_price",
-        "on_promotion",
-        "discontinued",
+        "eshop_price_display",
         "updated_at",
     )
     list_display_links = ("stock_code", "ean")
@@ -121,6 +119,10 @@ class ProductAdmin(admin.ModelAdmin):
             return ()
         return (*ERP_FIELDS, "created_at", "updated_at", "history_table")
 
+    @admin.display(description="e-shop price", ordering="eshop_price")
+    def eshop_price_display(self, obj: Product) -> str:
+        return money(obj.eshop_price)
+
     @admin.display(description="History")
     def history_table(self, obj: Product) -> str:
         rows = list(
@@ -134,7 +136,7 @@ class ProductAdmin(admin.ModelAdmin):
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
                 (
-                    timezone.localtime(row.changed_at).strftime("%Y-%m-%d %H:%M:%S"),
+                    local_time(row.changed_at),
                     row.get_field_display(),
                     row.old_value if row.old_value is not None else "-",
                     row.new_value if row.new_value is not None else "-",
@@ -175,7 +177,7 @@ def _audit_label(audit: SyncAudit | None) -> str:
 
 
 @admin.register(PendingProduct)
-class PendingProductAdmin(admin.ModelAdmin):
+class PendingProductAdmin(ReadOnlyAdmin):
     list_display = (
         "stock_code",
         "ean",
@@ -216,15 +218,7 @@ class PendingProductAdmin(admin.ModelAdmin):
         "resolved_by",
     )
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        # Pending keys change only through the actions below.
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+    # Read-only: pending keys change only through the actions below.
 
     def has_resolve_permission(self, request) -> bool:
         return request.user.has_perm("catalog.change_pendingproduct")
@@ -279,19 +273,17 @@ class PendingProductAdmin(admin.ModelAdmin):
 
 @admin.register(SyncAudit)
 class SyncAuditAdmin(ReadOnlyAdmin):
+    # Within a 1400-pixel window; source, duration and the rest are on the audit's page.
     list_display = (
         "created_at",
         "endpoint",
         "outcome",
         "status_code",
         "request_id",
-        "source_type",
-        "source_ref",
         "api_key_name",
         "products_received",
         "products_updated",
         "unknown_products",
-        "duration_ms",
         "history_link",
     )
     list_filter = ("outcome", "endpoint", "source_type", "created_at")

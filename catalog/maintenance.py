@@ -84,17 +84,9 @@ def sync_audits_purge(
     )
 
 
-PENDING_COLUMNS = (
-    "stock_code",
-    "ean",
-    *VALUE_FIELDS,
-    "reason",
-    "state",
-    "times_seen",
-    "first_seen",
-    "last_seen",
-    "last_request_id",
-)
+# What the export says about each key besides its values.
+_PENDING_FACTS = ("reason", "state", "times_seen", "first_seen", "last_seen", "last_request_id")
+PENDING_COLUMNS = ("stock_code", "ean", *VALUE_FIELDS, *_PENDING_FACTS)
 
 
 def pending_export_csv(
@@ -110,17 +102,7 @@ def pending_export_csv(
     pending = (
         PendingProduct.objects.filter(state__in=list(states))
         .order_by("stock_code", "ean")
-        .values_list(
-            "stock_code",
-            "ean",
-            "payload",
-            "reason",
-            "state",
-            "times_seen",
-            "first_seen",
-            "last_seen",
-            "last_request_id",
-        )
+        .values_list("stock_code", "ean", "payload", *_PENDING_FACTS)
     )
     count = 0
     for stock_code, ean, payload, *rest in pending.iterator(chunk_size=2000):

@@ -36,6 +36,7 @@ from catalog.schemas import (
 from core.bulk import bulk_insert_rows, bulk_update_rows, select_rows
 from core.problems import Problem, Refused
 from core.retry import run_with_retry
+from monitoring.metrics import record_sync_call
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +222,16 @@ def sync_audit_create(
     unknown: int = 0,
     error_summary: str = "",
 ) -> SyncAudit:
-    """Leave the audit row of one sync call."""
+    """Leave the audit row of one sync call, and count the call once its row is committed."""
+    transaction.on_commit(
+        lambda: record_sync_call(
+            endpoint=sync_endpoint(single=single),
+            outcome=outcome,
+            duration=time.perf_counter() - started,
+            updated=updated,
+            unknown=unknown,
+        )
+    )
     return SyncAudit.objects.create(
         api_key_name=client.key_name if client else "",
         endpoint=sync_endpoint(single=single),

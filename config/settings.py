@@ -81,10 +81,14 @@ INSTALLED_APPS = [
     "orders",
     "plants",
     "partner_api",
+    "monitoring",
 ]
 
 MIDDLEWARE = [
+    "config.middleware.RequestIdMiddleware",
+    "monitoring.middleware.HttpMetricsMiddleware",
     "partner_api.middleware.RequestLogMiddleware",
+    "config.middleware.RequestBodyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -139,6 +143,13 @@ else:
     DATABASES["default"]["OPTIONS"].setdefault(
         "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
     )
+    # Behind pgbouncer in transaction pooling mode (docs/DEPLOYMENT.md), consecutive
+    # transactions of one connection may run on different server sessions: nothing may outlive
+    # a transaction there. No server-side cursors (they are held across transactions) and no
+    # prepared statements (psycopg prepares a query run 5 times, on one session only).
+    if env_bool("DATABASE_TRANSACTION_POOLING", False):
+        DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+        DATABASES["default"]["OPTIONS"]["prepare_threshold"] = None
 
 # ------------------------------------------------------------------------------
 # Authentication
@@ -158,6 +169,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# One time format in the admin, with seconds and the zone (config/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["config.formats"]
 
 # ------------------------------------------------------------------------------
 # Static files (served by the app through WhiteNoise: admin and Swagger UI work offline)
@@ -191,6 +204,11 @@ CATALOG_SYNC_MAX_ITEMS = env_int("CATALOG_SYNC_MAX_ITEMS", 5000)
 IDEMPOTENCY_RETENTION_HOURS = env_int("IDEMPOTENCY_RETENTION_HOURS", 24)
 
 # ------------------------------------------------------------------------------
+# Metrics (GET /metrics, see monitoring/): 404 while unset, a bearer token when set
+# ------------------------------------------------------------------------------
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+
+# ------------------------------------------------------------------------------
 # Django REST framework and OpenAPI
 # ------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -210,6 +228,15 @@ if API_KEY_THROTTLE_RATE and not re.fullmatch(
 ):
     raise ImproperlyConfigured(
         f"API_KEY_THROTTLE_RATE must look like '600/min', got {API_KEY_THROTTLE_RATE!r}"
+    )
+
+# Requests with an invalid X-API-Key, per client address (partner_api.authentication).
+AUTH_FAILURE_RATE = os.environ.get("AUTH_FAILURE_RATE", "").strip() or "600/min"
+if AUTH_FAILURE_RATE != "off" and not re.fullmatch(
+    r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", AUTH_FAILURE_RATE
+):
+    raise ImproperlyConfigured(
+        f"AUTH_FAILURE_RATE must look like '600/min' or be 'off', got {AUTH_FAILURE_RATE!r}"
     )
 
 # ------------------------------------------------------------------------------
@@ -242,6 +269,7 @@ SPECTACULAR_SETTINGS = {
         "the shop's orders to it. Every operation needs the `X-API-Key` header."
     ),
     "VERSION": "1.0.0",
+    "LICENSE": {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"},
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -250,6 +278,10 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",
     "PREPROCESSING_HOOKS": ["partner_api.schema_extensions.canonical_paths"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "partner_api.schema_extensions.this_server",
+    ],
 }
 
 # ------------------------------------------------------------------------------
@@ -267,25 +299,38 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 # A load balancer's plain-HTTP health check must not be redirected to HTTPS.
 SECURE_REDIRECT_EXEMPT = [r"^healthz/?$"]
-if env_bool("DJANGO_BEHIND_PROXY", False):
+# Behind the documented reverse proxy: X-Forwarded-Proto and X-Forwarded-For are the proxy's.
+BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", False)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # ------------------------------------------------------------------------------
 # Logging: one line per request on stdout (see partner_api.middleware)
 # ------------------------------------------------------------------------------
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+# "text" (the default, a readable line) or "json" (one JSON object per line, for log shippers).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").strip().lower() or "text"
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(x_request_id)s] %(message)s"},
+        "json": {"()": "monitoring.logs.JsonLineFormatter"},
     },
+    "filters": {"request_context": {"()": "config.logging.RequestContextFilter"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["request_context"],
+        },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.request": {"level": "ERROR"},
-        "django.server": {"level": "WARNING"},
+        # runserver's own access line would repeat the request's line (partner_api.middleware).
+        "django.server": {"level": "CRITICAL"},
     },
 }

@@ -15,23 +15,26 @@ The rules are the interface's connector rules:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from connector.client import (
+    RETRY_STATUSES,
+    USER_AGENT,
+    RetriesExhausted,
+    RetryPolicy,
+    ServiceClient,
+    json_body,
+)
 from connector.document import Document, DocumentNotPosted
-from connector.transport import Reply, Transport, TransportError
+from connector.transport import Reply
 
 BATCH_PATH = "/api/v1/partner/products/sync"
 ITEM_PATH = "/api/v1/partner/products/item"
 DEFAULT_CHUNK_SIZE = 5000
-USER_AGENT = "stock-sync-connector/1.0"
-# Statuses that say "try again later" rather than "this request is wrong".
-RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 # A single-item refusal of these types means the key is unknown to the shop (the service has
 # recorded it for staff): for the document this is an unknown product, not a broken request.
 UNKNOWN_KEY_TYPES = frozenset({"unknown_key", "ambiguous_key"})
@@ -44,24 +47,6 @@ class SyncStatus(StrEnum):
     # Not answered (HTTP errors, timeouts, a refused key): the document keeps its status and
     # is pushed again later with the same request_id.
     UNCHANGED = "unchanged"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff: `attempts` tries in all, waiting base, twice that, four times
-    that and so on, up to max_delay."""
-
-    attempts: int = 6
-    base_delay: float = 0.5
-    max_delay: float = 30.0
-
-    def delay(self, retry: int, retry_after: str | None = None) -> float:
-        wait = min(self.max_delay, self.base_delay * (2 ** (retry - 1)))
-        if retry_after is not None:
-            # A server that says when to come back knows better than the backoff does.
-            with contextlib.suppress(ValueError):
-                wait = max(wait, min(self.max_delay, float(retry_after)))
-        return wait
 
 
 @dataclass
@@ -169,88 +154,6 @@ class PushResult:
 
 def _count_of(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-
-class RetriesExhausted(Exception):
-    def __init__(self, message: str, *, attempts: int, last: Reply | None):
-        super().__init__(message)
-        self.attempts = attempts
-        self.last = last
-
-
-class ServiceClient:
-    """Sends one chunk, retrying transport failures and transient statuses with backoff."""
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        api_key: str,
-        transport: Transport,
-        timeout: float = 120.0,
-        retry: RetryPolicy | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        on_retry: Callable[[Chunk, int, str, float], None] | None = None,
-    ):
-        self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
-        self.transport = transport
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
-        self.sleep = sleep
-        self.on_retry = on_retry
-
-    def send(self, chunk: Chunk) -> tuple[Reply, int]:
-        """The chunk's final reply and the number of attempts it took."""
-        headers = {
-            "X-API-Key": self.api_key,
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": USER_AGENT,
-        }
-        url = self.base_url + chunk.path
-        last: Reply | None = None
-        for attempt in range(1, self.retry.attempts + 1):
-            retry_after = None
-            try:
-                reply = self.transport.request(
-                    chunk.method, url, headers=headers, body=chunk.body, timeout=self.timeout
-                )
-            except TransportError as exc:
-                problem = str(exc)
-            else:
-                if reply.status not in RETRY_STATUSES and _readable(reply):
-                    return reply, attempt
-                last = reply
-                retry_after = reply.header("Retry-After")
-                problem = f"HTTP {reply.status}" + (
-                    "" if reply.status in RETRY_STATUSES else ", response is not JSON"
-                )
-            if attempt == self.retry.attempts:
-                raise RetriesExhausted(
-                    f"{chunk.label}: gave up after {attempt} attempts; last: {problem}",
-                    attempts=attempt,
-                    last=last,
-                )
-            wait = self.retry.delay(attempt, retry_after)
-            if self.on_retry is not None:
-                self.on_retry(chunk, attempt, problem, wait)
-            self.sleep(wait)
-        raise AssertionError("unreachable")
-
-
-def _readable(reply: Reply) -> bool:
-    """A 2xx reply must carry the JSON sync response; one that does not was cut or mangled."""
-    if not 200 <= reply.status < 300:
-        return True
-    return isinstance(_json(reply), dict)
-
-
-def _json(reply: Reply) -> Any:
-    try:
-        return json.loads(reply.body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
 
 
 def plan_chunks(
@@ -362,7 +265,7 @@ def _notify(on_chunk: Callable[[ChunkResult], None] | None, outcome: ChunkResult
 
 def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | None:
     """What this chunk's reply means for the document: None to go on, or a status."""
-    data = _json(reply)
+    data = json_body(reply)
     if reply.status == 200:
         outcome.success = data.get("success") is True
         outcome.products_received = _count(data.get("products_received"))
@@ -421,3 +324,20 @@ def _detail(data: Any) -> str:
     if isinstance(data, dict) and isinstance(data.get("detail"), str):
         return data["detail"]
     return "no detail"
+
+
+__all__ = [
+    "BATCH_PATH",
+    "ITEM_PATH",
+    "RETRY_STATUSES",
+    "USER_AGENT",
+    "Chunk",
+    "ChunkResult",
+    "PushResult",
+    "RetriesExhausted",
+    "RetryPolicy",
+    "ServiceClient",
+    "SyncStatus",
+    "plan_chunks",
+    "push_document",
+]

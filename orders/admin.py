@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
+from core.display import money
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem
 from orders.services import orders_clear_acknowledgement, orders_hand_to_partner
 
@@ -16,16 +17,15 @@ class OrderItemInline(admin.TabularInline):
 
 @admin.register(Order)
 class OrderAdmin(admin.ModelAdmin):
+    # Within a 1400-pixel window; the acknowledgement time is on the order's page.
     list_display = (
         "order_number",
         "created_at",
         "customer_name",
-        "total",
-        "currency",
+        "total_display",
         "status",
         "partner_sync_status",
         "partner_reference",
-        "acknowledged_at",
     )
     list_filter = ("partner_sync_status", "status", "created_at")
     search_fields = ("order_number", "customer_name", "customer_email", "partner_reference")
@@ -67,6 +67,10 @@ class OrderAdmin(admin.ModelAdmin):
         description="Hand selected orders to the partner system (pending partner)",
         permissions=("change",),
     )
+    @admin.display(description="total", ordering="total")
+    def total_display(self, obj: Order) -> str:
+        return f"{money(obj.total)} {obj.currency}"
+
     def hand_to_partner(self, request, queryset):
         return self._confirm_then_apply(
             request,

@@ -80,6 +80,18 @@ CUSTOMER_COLUMNS = tuple(
     field.name for field in Order._meta.concrete_fields if field.name.startswith("customer_")
 )
 CUSTOMER_FIELDS = tuple(column.removeprefix("customer_") for column in CUSTOMER_COLUMNS)
+# The columns of an order that its record (the API's Order shape, without ids) carries.
+ORDER_RECORD_COLUMNS = (
+    "created_at",
+    "status",
+    *CUSTOMER_COLUMNS,
+    "subtotal",
+    "vat_total",
+    "total",
+    "currency",
+    "partner_sync_status",
+    "partner_reference",
+)
 
 
 class OrderItem(models.Model):

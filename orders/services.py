@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
 
 from core.problems import Problem, Refused
+from monitoring.metrics import record_acknowledgement
 from orders.models import (
-    CUSTOMER_COLUMNS,
     CUSTOMER_FIELDS,
     DEFAULT_CURRENCY,
+    ORDER_RECORD_COLUMNS,
     Order,
     OrderItem,
 )
@@ -44,13 +46,19 @@ class OrderAlreadyAcknowledged(Exception):
         self.partner_reference = partner_reference
 
 
+class Acknowledged(NamedTuple):
+    order: Order
+    # True when the order already had this reference: nothing changed.
+    repeated: bool
+
+
 class OrdersRefused(Refused):
     """The records break a rule; nothing was imported."""
 
 
 def order_acknowledge(
     *, order_id: int, partner_reference: str, note: str | None = None, client_name: str = ""
-) -> Order:
+) -> Acknowledged:
     """Record that the partner system registered the order under `partner_reference`.
 
     The row lock makes two concurrent acknowledgements queue: the second one sees the first
@@ -64,24 +72,28 @@ def order_acknowledge(
             .first()
         )
         if order is None:
+            record_acknowledgement("not_found")
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
-                return order
+                record_acknowledgement("repeated")
+                return Acknowledged(order, repeated=True)
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
                 order,
                 client_name,
                 note,
             )
+            record_acknowledgement("conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
         order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
         order.partner_reference = partner_reference
         order.acknowledged_at = timezone.now()
         order.save(update_fields=["partner_sync_status", "partner_reference", "acknowledged_at"])
     _log_acknowledgement("acknowledged", order, client_name, note)
-    return order
+    record_acknowledgement("acknowledged")
+    return Acknowledged(order, repeated=False)
 
 
 def _log_acknowledgement(what: str, order: Order, client_name: str, note: str | None) -> None:
@@ -151,18 +163,7 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
     return orders
 
 
-_IMPORTED_FIELDS = (
-    "created_at",
-    "status",
-    *CUSTOMER_COLUMNS,
-    "subtotal",
-    "vat_total",
-    "total",
-    "currency",
-    "partner_sync_status",
-    "partner_reference",
-    "acknowledged_at",
-)
+_IMPORTED_FIELDS = (*ORDER_RECORD_COLUMNS, "acknowledged_at")
 
 
 def _apply_record(order: Order, record: OrderRecord, *, now) -> None:

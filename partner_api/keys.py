@@ -20,6 +20,13 @@ def api_key_create(*, name: str, expiry_date: datetime | None = None) -> tuple[A
     return APIKey.objects.create_key(name=name, expiry_date=expiry_date)
 
 
+def api_key_replace(*, name: str) -> tuple[APIKey, str]:
+    """Delete the keys of this name and create a new one: one key per name (the demo's)."""
+    with transaction.atomic():
+        APIKey.objects.filter(name=name).delete()
+        return api_key_create(name=name)
+
+
 def api_key_revoke(*, name: str) -> int:
     """Revoke every active key with this name; returns how many were revoked."""
     with transaction.atomic():

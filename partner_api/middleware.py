@@ -18,13 +18,24 @@ class RequestLogMiddleware:
         request.started_at = started
         response = self.get_response(request)
         duration_ms = (time.perf_counter() - started) * 1000
+        fields = {
+            "method": request.method,
+            "path": request.path,
+            "status": response.status_code,
+            "duration": round(duration_ms, 3),
+            "key_name": getattr(request, "api_client_name", None),
+            "request_id": getattr(request, "log_request_id", None),
+            # The correlation id the response carries (decisions: Request correlation).
+            "x_request_id": response.get("X-Request-ID") or request.META.get("HTTP_X_REQUEST_ID"),
+        }
         logger.info(
             "%s %s %s %.1fms key=%s request_id=%s",
             request.method,
             request.path,
             response.status_code,
             duration_ms,
-            getattr(request, "api_client_name", "-"),
-            getattr(request, "log_request_id", None) or "-",
+            fields["key_name"] or "-",
+            fields["request_id"] or "-",
+            extra=fields,
         )
         return response

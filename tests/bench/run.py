@@ -120,10 +120,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small and fast, no targets")
     parser.add_argument("--runs", type=int, default=None, help="timed runs per scenario")
+    parser.add_argument(
+        "--orders-only", action="store_true", help="only the order scenarios (poll, paging)"
+    )
     parser.add_argument("--rss-probe", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--rss-probe-poll", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_probe is not None:
         rss_probe(args.rss_probe)
+        return
+    if args.rss_probe_poll is not None:
+        rss_probe_poll(args.rss_probe_poll)
         return
 
     url = os.environ.get("DATABASE_URL", "")
@@ -140,7 +147,12 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    Bench(url, quick=args.quick, runs=args.runs).run()
+    bench = Bench(url, quick=args.quick, runs=args.runs)
+    if args.orders_only:
+        bench.bench_orders()
+        bench.report()
+    else:
+        bench.run()
 
 
 def rss_probe(size: int) -> None:
@@ -169,6 +181,31 @@ def rss_probe(size: int) -> None:
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # reset the peak (VmHWM) to the current resident size
     response = client.post("/api/v1/partner/products/sync", body, content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    print(_proc_status_kb("VmHWM") - before)
+
+
+def rss_probe_poll(query: str) -> None:
+    """Print how much one poll (`query`: the query string) raises this fresh process's peak
+    resident memory (kB), as it would a gunicorn worker's."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.test import Client
+
+    from partner_api.keys import api_key_create
+
+    _, key = api_key_create(name="rss-probe-poll")
+    client = Client(HTTP_X_API_KEY=key)
+    assert client.get("/api/v1/partner/orders?limit=1").status_code == 200
+    gc.collect()
+    before = _proc_status_kb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    response = client.get(f"/api/v1/partner/orders{query}")
     assert response.status_code == 200, response.content[:300]
     print(_proc_status_kb("VmHWM") - before)
 
@@ -355,8 +392,10 @@ class Bench:
 
     def report(self) -> None:
         print()
+        width = max(44, *(len(row[0]) for row in self.rows))
         print(
-            f"{'scenario':44} {'median':>11} {'p95':>11} {'x floor (median)':>18} {'x floor (p95)':>14}"
+            f"{'scenario':{width}} {'median':>11} {'p95':>11} {'x floor (median)':>18} "
+            f"{'x floor (p95)':>14}"
         )
         for name, service, floor, _ in self.rows:
             median, tail = statistics.median(service), p95(service)
@@ -364,9 +403,13 @@ class Bench:
             if floor:
                 ratio = f"{median / statistics.median(floor):.2f}"
                 ratio95 = f"{tail / p95(floor):.2f}"
-            print(f"{name:44} {fmt_ms(median):>11} {fmt_ms(tail):>11} {ratio:>18} {ratio95:>14}")
+            print(
+                f"{name:{width}} {fmt_ms(median):>11} {fmt_ms(tail):>11} {ratio:>18} {ratio95:>14}"
+            )
         for line in getattr(self, "extra_lines", []):
             print(line)
+        if not hasattr(self, "memory_peak"):
+            return
         print(
             f"peak Python memory added by one {self.size}-item batch (tracemalloc): "
             f"{self.memory_peak / 1e6:.1f} MB"

@@ -9,13 +9,17 @@ import os
 import re
 import shutil
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.utils import timezone
 
+from catalog.models import SyncAudit
 from partner_api.keys import api_key_create
+from tests.factories import SyncAuditFactory
 from tests.orders.factories import OrderFactory
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
@@ -182,6 +186,58 @@ def test_staff_resolves_an_unknown_key_and_pauses_sync(live_server, erp, page):
     expect(page.locator("#dash-switch-state")).to_have_text("Running")
     assert erp(_item(shop_quantity=1), request_id="SALE-2026-0045")["success"] is True
 
+    assert dashboard.stat().st_size > 0
+
+
+def _a_day_of_traffic(now) -> None:
+    """The ERP syncs every 20 minutes; an outage with refused calls, a stock take; orders."""
+    for minutes_ago in range(0, 24 * 60, 20):
+        at = now - timedelta(minutes=minutes_ago)
+        hours_ago = minutes_ago / 60
+        if 8 <= hours_ago < 10:
+            # A broken connector release: every call refused, and retried more often.
+            for shift in (0, 7, 14):
+                SyncAuditFactory(
+                    outcome=SyncAudit.Outcome.REFUSED,
+                    status_code=400,
+                    products_updated=0,
+                    created_at=at - timedelta(minutes=shift),
+                )
+        elif 3 <= hours_ago < 4.5:
+            SyncAuditFactory(outcome=SyncAudit.Outcome.PAUSED, products_updated=0, created_at=at)
+        else:
+            SyncAuditFactory(products_updated=40 + (minutes_ago * 7) % 260, created_at=at)
+    for hours_ago in (26, 14, 9, 9.5, 8.2, 7, 2, 1):
+        OrderFactory(created_at=now - timedelta(hours=hours_ago))
+    for hours_ago, done in ((20, 19), (12, 5), (6, 4)):
+        OrderFactory(
+            acknowledged=True,
+            created_at=now - timedelta(hours=hours_ago),
+            acknowledged_at=now - timedelta(hours=done),
+        )
+
+
+def test_the_dashboard_charts_the_last_24_hours(live_server, transactional_db, page):
+    User.objects.create_superuser("marta", "marta@example.com", PASSWORD)
+    _a_day_of_traffic(timezone.now())
+    expect = playwright_api.expect
+
+    page.goto(f"{live_server.url}/admin/")
+    page.fill("#id_username", "marta")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+
+    chart = page.locator("#sync-activity svg")
+    expect(chart).to_be_visible()
+    box = chart.bounding_box()
+    assert box["width"] > 400 and box["height"] > 150
+    expect(page.locator("#sync-activity rect.sa-refused")).not_to_have_count(0)
+    expect(page.locator("#sync-activity rect.sa-paused")).not_to_have_count(0)
+    expect(page.locator("#sync-activity rect.sa-accepted")).not_to_have_count(0)
+    expect(page.locator("#sync-activity rect.sa-items")).not_to_have_count(0)
+    expect(page.locator("#sync-activity circle.sa-point")).to_have_count(24)
+    expect(page.locator("#sync-activity figcaption")).to_contain_text("refused sync calls")
+    dashboard = _screenshot(page, "dashboard-activity.png")
     assert dashboard.stat().st_size > 0
     if os.environ.get("UPDATE_README_SCREENSHOT"):
         shutil.copyfile(dashboard, Path(settings.BASE_DIR) / "docs" / "img" / "dashboard.png")

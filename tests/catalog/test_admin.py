@@ -538,3 +538,48 @@ def test_operators_group_permissions():
         }
         & codenames
     )
+
+
+@pytest.mark.parametrize(
+    ("url_name", "query"),
+    [
+        ("admin:catalog_product_changelist", {"stock_code__regex": "("}),
+        ("admin:catalog_product_changelist", {"name__iregex": "[a-"}),
+        ("admin:catalog_product_changelist", {"stock_code__contains": "A"}),
+        ("admin:catalog_product_changelist", {"updated_at__hour": "3"}),
+        ("admin:catalog_pendingproduct_changelist", {"stock_code__regex": "*"}),
+        ("admin:orders_order_changelist", {"partner_reference__regex": "("}),
+        ("admin:plants_plant_changelist", {"name__regex": "("}),
+        ("admin:auth_user_changelist", {"username__regex": "("}),
+    ],
+)
+def test_a_lookup_the_admin_does_not_offer_is_a_bad_filter_not_an_error(
+    boss_client, url_name, query
+):
+    ProductFactory(stock_code="A-1")
+    url = reverse(url_name)
+
+    response = boss_client.get(url, query)
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{url}?e=1"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"status__exact": "active"},
+        {"discontinued__isnull": "False"},
+        {
+            "updated_at__gte": "2020-01-01 00:00:00+00:00",
+            "updated_at__lt": "2999-01-01 00:00:00+00:00",
+        },
+        {"o": "1", "p": "0", "q": "A"},
+    ],
+)
+def test_the_admin_s_own_filters_still_apply(boss_client, query):
+    ProductFactory(stock_code="A-1", status="active")
+
+    response = boss_client.get(reverse("admin:catalog_product_changelist"), query)
+
+    assert response.status_code == 200

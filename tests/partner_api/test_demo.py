@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.test import APIClient
+from rest_framework_api_key.models import APIKey
 
 from catalog.models import Product
 
@@ -31,8 +32,10 @@ def test_demo_prints_a_working_curl_line_and_an_admin_login(client):
     headers = dict(words[i + 1].split(": ", 1) for i, word in enumerate(words) if word == "-H")
     body = words[words.index("-d") + 1]
 
+    assert headers["X-API-Key"] == "$API_KEY"
+    key = re.search(r"^\s*export API_KEY=(\S+)$", output, flags=re.MULTILINE).group(1)
     api = APIClient()
-    api.credentials(HTTP_X_API_KEY=headers["X-API-Key"])
+    api.credentials(HTTP_X_API_KEY=key)
     response = api.put(
         url.removeprefix("http://127.0.0.1:8123"), data=body, content_type="application/json"
     )
@@ -53,3 +56,11 @@ def test_second_demo_run_keeps_the_data_and_the_admin():
     assert Product.objects.count() == products
     assert "password" not in output
     assert get_user_model().objects.filter(is_superuser=True).count() == 1
+
+
+def test_each_demo_run_replaces_the_demo_key():
+    first = re.search(r"export API_KEY=(\S+)", _demo()).group(1)
+    second = re.search(r"export API_KEY=(\S+)", _demo()).group(1)
+    assert first != second
+    assert list(APIKey.objects.values_list("name", flat=True)) == ["demo"]
+    assert APIKey.objects.is_valid(second) and not APIKey.objects.is_valid(first)

@@ -69,3 +69,10 @@ def test_swagger_ui_uses_local_assets(client):
     assert assets
     for asset in assets:
         assert client.get(asset).status_code == 200, asset
+
+
+@pytest.mark.django_db
+def test_schema_names_its_server_and_license(schema):
+    # Redocly's default rules ask for both; the server is the host the document came from.
+    assert schema["servers"] == [{"url": "http://testserver"}]
+    assert schema["info"]["license"]["name"]

@@ -3,18 +3,20 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.utils import timezone
+from rest_framework_api_key.models import APIKey
 
 from catalog import demo as catalog_demo
 from orders import demo as orders_demo
-from partner_api.keys import api_key_create
+from partner_api.keys import api_key_replace
 from plants import demo as plants_demo
+
+DEMO_KEY_NAME = "demo"
 
 
 class Command(BaseCommand):
     help = (
         "Prepare a local demo: migrate the database, load demo data once and print a new "
-        "API key with a ready curl line. Creates an admin user with a random password when "
+        "API key (replacing the previous demo key) with a ready curl line. Creates an admin user with a random password when "
         "there is no superuser yet."
     )
 
@@ -26,16 +28,19 @@ class Command(BaseCommand):
         for seed in (catalog_demo.seed, orders_demo.seed, plants_demo.seed):
             for line in seed():
                 self.stdout.write(line)
-        _, key = api_key_create(name=f"demo {timezone.now():%Y-%m-%d %H:%M:%S}")
+        # One demo key: each run replaces the previous one (keys are stored hashed, so the
+        # old value cannot be shown again). Earlier versions named theirs "demo <time>".
+        APIKey.objects.filter(name__startswith="demo ").delete()
+        _, key = api_key_replace(name=DEMO_KEY_NAME)
         base = f"http://127.0.0.1:{port}"
         self.stdout.write("")
         self.stdout.write(f"Service: {base}   API docs: {base}/api/docs/   Admin: {base}/admin/")
-        self.stdout.write("API key (shown once):")
-        self.stdout.write(f"  {key}")
+        self.stdout.write("API key (shown once; paste this line, the README's examples use it):")
+        self.stdout.write(f"  export API_KEY={key}")
         self.stdout.write("Try it:")
         self.stdout.write(
             f"  curl -s -w '\\nHTTP %{{http_code}}\\n' -X PUT {base}/api/v1/partner/products/item "
-            f"-H 'X-API-Key: {key}' -H 'Content-Type: application/json' "
+            "-H \"X-API-Key: $API_KEY\" -H 'Content-Type: application/json' "
             """-d '{"stock_code": "PT-205-55-16-W", "ean": "8591234567001", "status": "active", """
             """"shop_quantity": 7, "catalog_price": 89.9, "eshop_price": 84.5, "request_id": "DEMO-1"}'"""
         )
