@@ -26,5 +26,6 @@ def test_the_service_strips_before_it_compares():
     order = OrderFactory()
     order_acknowledge(order_id=order.pk, partner_reference="FA-1")
     repeated = order_acknowledge(order_id=order.pk, partner_reference=" FA-1\t")
-    assert repeated.partner_reference == "FA-1"
+    assert repeated.repeated
+    assert repeated.order.partner_reference == "FA-1"
     assert Order.objects.get(pk=order.pk).partner_sync_status == Order.PartnerStatus.ACKNOWLEDGED

@@ -29,7 +29,7 @@ def test_a_sync_whose_database_fails_is_503(api_client, monkeypatch):
 
 def test_a_poll_whose_database_fails_is_503(api_client, monkeypatch):
     OrderFactory()
-    monkeypatch.setattr("partner_api.orders.orders_for_partner", _connection_lost)
+    monkeypatch.setattr("partner_api.orders.orders_page_for_partner", _connection_lost)
     response = api_client.get(reverse("partner_api:orders-poll"))
     assert response.status_code == 503
     assert response.json() == {"detail": "The database is unavailable; retry later."}
