@@ -23,7 +23,7 @@ from catalog.services import (
     sync_audit_create,
     sync_limit_problem,
 )
-from core.problems import Refused
+from core.problems import Problem, Refused
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
@@ -48,11 +48,35 @@ def body_hash(data: Any) -> str:
 
 
 def sync_body(result: SyncResult) -> dict[str, Any]:
-    """The sync response of a result."""
+    """The sync response of a result; only a dry run's carries `dry_run` and `changes`."""
     body: dict[str, Any] = result.stored()
     if result.message is not None:
         body["message"] = result.message
+    if result.dry_run:
+        body["dry_run"] = True
+        body["changes"] = result.changes
     return body
+
+
+DRY_RUN_VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+
+def dry_run_param(params, problems: list[Problem]) -> bool:
+    """The `dry_run` query parameter: true/1 or false/0 (absent: false); anything else is 400."""
+    values = params.getlist("dry_run")
+    if not values:
+        return False
+    if len(values) == 1 and values[0] in DRY_RUN_VALUES:
+        return DRY_RUN_VALUES[values[0]]
+    problems.append(
+        Problem(
+            loc=("query", "dry_run"),
+            msg="Input should be true, 1, false or 0",
+            type="bool_parsing",
+            input=values[-1] if len(values) == 1 else values,
+        )
+    )
+    return False
 
 
 class SyncView(PartnerAPIView):
@@ -77,7 +101,8 @@ class SyncView(PartnerAPIView):
             raise exceptions.ParseError("JSON parse error - the body is empty")
         data = request.data
         self._note_request(data)
-        problems = []
+        problems: list[Problem] = []
+        dry_run = dry_run_param(request.query_params, problems)
         if self.audit_received and not self.single:
             # Counted before validating: a huge batch is refused without reading its items.
             too_many = sync_limit_problem(self.audit_received)
@@ -96,6 +121,7 @@ class SyncView(PartnerAPIView):
             # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
             body_hash=body_hash(data) if payload.request_id is not None else None,
             started=self.started,
+            dry_run=dry_run,
         )
         self.audited = True
         response = Response(sync_body(result))
