@@ -103,8 +103,12 @@ class ProductAdmin(admin.ModelAdmin):
     history_fieldset = (
         "History",
         {
-            "description": "Changes of quantity, prices and status, newest first.",
-            "fields": ("created_at", "updated_at", "history_table"),
+            "description": (
+                "Changes of quantity, prices and status, newest first, each with the time "
+                "its stock document was posted. A document posted before the product's "
+                "“document posted at” is stale and changes nothing."
+            ),
+            "fields": ("created_at", "updated_at", "posted_at", "history_table"),
         },
     )
 
@@ -119,7 +123,7 @@ class ProductAdmin(admin.ModelAdmin):
         # A new product needs its key and first values; after that the partner system owns them.
         if obj is None:
             return ()
-        return (*ERP_FIELDS, "created_at", "updated_at", "history_table")
+        return (*ERP_FIELDS, "created_at", "updated_at", "posted_at", "history_table")
 
     @admin.display(description="History")
     def history_table(self, obj: Product) -> str:
@@ -131,10 +135,11 @@ class ProductAdmin(admin.ModelAdmin):
         total = obj.history.count()
         body = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
                 (
                     timezone.localtime(row.changed_at).strftime("%Y-%m-%d %H:%M:%S"),
+                    _local(row.posted_at),
                     row.get_field_display(),
                     row.old_value if row.old_value is not None else "-",
                     row.new_value if row.new_value is not None else "-",
@@ -145,7 +150,8 @@ class ProductAdmin(admin.ModelAdmin):
             ),
         )
         return format_html(
-            '<table class="product-history"><thead><tr><th>When</th><th>Field</th><th>Old</th>'
+            '<table class="product-history"><thead><tr><th>When</th><th>Document posted at</th>'
+            "<th>Field</th><th>Old</th>"
             "<th>New</th><th>Source</th><th>Sync audit</th></tr></thead><tbody>{}</tbody>"
             '</table><p><a href="{}">All {} changes</a></p>',
             body,
@@ -166,6 +172,10 @@ class ProductAdmin(admin.ModelAdmin):
                 "and prices were applied unless newer ones were.",
                 messages.INFO,
             )
+
+
+def _local(value) -> str:
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
 def _audit_label(audit: SyncAudit | None) -> str:
@@ -198,6 +208,7 @@ class PendingProductAdmin(admin.ModelAdmin):
         "times_seen",
         ("first_seen", "last_seen"),
         "last_request_id",
+        "posted_at",
         "payload_pretty",
         ("resolved_product_link", "resolved_at", "resolved_by"),
     )
@@ -210,6 +221,7 @@ class PendingProductAdmin(admin.ModelAdmin):
         "first_seen",
         "last_seen",
         "last_request_id",
+        "posted_at",
         "payload_pretty",
         "resolved_product_link",
         "resolved_at",
@@ -291,6 +303,8 @@ class SyncAuditAdmin(ReadOnlyAdmin):
         "products_received",
         "products_updated",
         "unknown_products",
+        "stale_products",
+        "posted_at",
         "duration_ms",
         "history_link",
     )
@@ -304,9 +318,10 @@ class SyncAuditAdmin(ReadOnlyAdmin):
         "api_key_name",
         "request_id",
         ("source_type", "source_ref"),
+        "posted_at",
         "actor",
         "note",
-        ("products_received", "products_updated", "unknown_products"),
+        ("products_received", "products_updated", "unknown_products", "stale_products"),
         "error_summary",
         "history_link",
     )
@@ -336,6 +351,7 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
         "field",
         "old_value",
         "new_value",
+        "posted_at",
         "source",
         "audit_link",
     )
@@ -348,6 +364,7 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
         "product_link",
         "field",
         ("old_value", "new_value"),
+        "posted_at",
         "source",
         "audit_link",
     )

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pydantic
 from django.db import DatabaseError
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -191,13 +191,85 @@ REPLAYED_HEADER = OpenApiParameter(
     description="Present when the response is the stored answer to an earlier identical request.",
 )
 
+DRY_RUN_PARAMETER = OpenApiParameter(
+    "dry_run",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    enum=["true", "1", "false", "0"],
+    description=(
+        "`true` or `1`: validate and resolve exactly as the real call, answer what it would "
+        "answer now plus `dry_run: true` and `changes` (every field it would change), and "
+        "write nothing but the audit row (no product, history, pending key or idempotency "
+        "record: a later real call with the same request_id is applied). `false`, `0` or "
+        'absent: a real call. Anything else (empty, "True", ...) is 400 with loc '
+        '["query", "dry_run"].'
+    ),
+    examples=[
+        OpenApiExample("dry run", value="true"),
+        OpenApiExample("real call", value="false"),
+    ],
+)
+
+SYNC_EXAMPLES = [
+    OpenApiExample(
+        "applied, with a stale and an unknown item",
+        value={
+            "success": True,
+            "products_received": 3,
+            "products_updated": 1,
+            "unknown_products": 1,
+            "stale_products": 1,
+            "request_id": "PR-2026-0042",
+            "unknown_keys": [{"index": 2, "stock_code": "SC-9", "ean": "", "reason": "unknown"}],
+            "stale_keys": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}],
+        },
+    ),
+    OpenApiExample(
+        "dry run",
+        value={
+            "success": True,
+            "products_received": 1,
+            "products_updated": 1,
+            "unknown_products": 0,
+            "stale_products": 0,
+            "request_id": "PR-2026-0043",
+            "unknown_keys": [],
+            "stale_keys": [],
+            "dry_run": True,
+            "changes": [
+                {
+                    "index": 0,
+                    "stock_code": "SC-1",
+                    "ean": "8590001",
+                    "field": "shop_quantity",
+                    "old": 5,
+                    "new": 2,
+                },
+                {
+                    "index": 0,
+                    "stock_code": "SC-1",
+                    "ean": "8590001",
+                    "field": "eshop_price",
+                    "old": 89.9,
+                    "new": 84.9,
+                },
+            ],
+        },
+    ),
+]
+
 SYNC_RESPONSES = {
     200: OpenApiResponse(
         SyncResponse,
         description=(
             "Processed (success true) or paused by staff (success false, nothing applied). "
-            "A replayed retry carries the header `Idempotent-Replayed: true`."
+            "A replayed retry carries the header `Idempotent-Replayed: true`. Items whose "
+            "product holds a later sync_context.posted_at are stale: not applied, counted in "
+            "stale_products and listed in stale_keys. A dry run's answer also carries "
+            "`dry_run: true` and `changes`."
         ),
+        examples=SYNC_EXAMPLES,
     ),
     **KEY_RESPONSES,
     **BODY_RESPONSES,
@@ -218,11 +290,13 @@ class ProductSyncView(SyncView):
             "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
             "optional ean. Unknown and ambiguous keys are stored as pending products and counted "
             "in unknown_products. All or nothing: one invalid item and nothing is applied. A retry "
-            "with the same request_id and body replays the stored response."
+            "with the same request_id and body replays the stored response. With "
+            "sync_context.posted_at, items whose product already holds a later document time "
+            "are stale and left as they are."
         ),
         request=BatchSyncRequest,
         responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
-        parameters=[REPLAYED_HEADER],
+        parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
         tags=["products"],
     )
     def post(self, request):
@@ -241,11 +315,13 @@ class ProductItemView(SyncView):
         summary="Single product synchronization",
         description=(
             "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
-            "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product."
+            "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product "
+            "(not in a dry run). A stale item (see sync_context.posted_at) answers 200 with "
+            "products_updated 0 and stale_products 1."
         ),
         request=ItemSyncRequest,
         responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
-        parameters=[REPLAYED_HEADER],
+        parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
         tags=["products"],
     )
     def put(self, request):
