@@ -144,8 +144,12 @@ class SyncView(PartnerAPIView):
                 self.audit_request_id = request_id
                 self.request._request.log_request_id = request_id
         if isinstance(data.get("sync_context"), dict):
-            with contextlib.suppress(pydantic.ValidationError):
-                self.audit_context = SyncContext.model_validate(data["sync_context"])
+            context = data["sync_context"]
+            # A refused posted_at (a wrong clock) must not hide where the call came from.
+            for candidate in (context, {**context, "posted_at": None}):
+                with contextlib.suppress(pydantic.ValidationError):
+                    self.audit_context = SyncContext.model_validate(candidate)
+                    break
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)

@@ -293,6 +293,7 @@ def test_posted_at_more_than_10_minutes_ahead_is_400(api_client):
     assert quantity("A") == 10
     audit = SyncAudit.objects.get()
     assert (audit.outcome, audit.status_code) == ("refused", 400)
+    assert (audit.source_type, audit.posted_at) == ("stock_receipt", None)
     # The single item is refused the same way.
     response = put_item(api_client, item("A", sync_context=context(ahead)))
     assert response.status_code == 400
