@@ -31,7 +31,7 @@ from partner_api.base import (
     validate,
     validation_responses,
 )
-from partner_api.exceptions import RequestInvalid
+from partner_api.exceptions import RequestInvalid, json_invalid
 from partner_api.schemas import BatchSyncRequest, ItemSyncRequest, SyncResponse
 
 logger = logging.getLogger(__name__)
@@ -99,10 +99,16 @@ class SyncView(PartnerAPIView):
             if request.content_type.split(";")[0].strip() != "application/json":
                 raise exceptions.UnsupportedMediaType(request.content_type)
             raise exceptions.ParseError("JSON parse error - the body is empty")
-        data = request.data
-        self._note_request(data)
         problems: list[Problem] = []
         dry_run = dry_run_param(request.query_params, problems)
+        try:
+            data = request.data
+        except exceptions.ParseError as exc:
+            if not problems:
+                raise
+            # Every problem found is listed: the query's and the body's.
+            raise RequestInvalid([json_invalid(exc), *problems]) from exc
+        self._note_request(data)
         if self.audit_received and not self.single:
             # Counted before validating: a huge batch is refused without reading its items.
             too_many = sync_limit_problem(self.audit_received)

@@ -314,3 +314,22 @@ def test_dry_run_of_a_large_batch(api_client):
     assert body["products_updated"] == 120
     assert [c["index"] for c in body["changes"]] == list(range(1, 120, 2))
     assert not Product.objects.filter(shop_quantity=1).exists()
+
+
+def test_bad_dry_run_with_a_malformed_body_lists_both(api_client):
+    response = api_client.post(
+        reverse(SYNC_URL) + "?dry_run=yes", data=b"{not json", content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert locs(response) == [["body"], ["query", "dry_run"]]
+    assert SyncAudit.objects.get().outcome == "refused"
+
+
+def test_a_bad_key_is_401_whatever_dry_run_says(anon_client):
+    response = anon_client.post(
+        reverse(SYNC_URL) + "?dry_run=yes",
+        data=json.dumps({"products": []}),
+        content_type="application/json",
+        HTTP_X_API_KEY="nope",
+    )
+    assert response.status_code == 401
