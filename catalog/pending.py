@@ -117,7 +117,11 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
         product = products[product_pk]
         latest = latest_change.get(product_pk)
         item = _payload_values(pending)
-        if item is not None and (latest is None or latest <= pending.last_seen):
+        if (
+            item is not None
+            and (latest is None or latest <= pending.last_seen)
+            and not _older_document(pending, product)
+        ):
             _apply_payload(product, item, pending=pending, now=now)
             latest_change[product_pk] = pending.last_seen
         pending.state = PendingProduct.State.RESOLVED
@@ -127,6 +131,15 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
     PendingProduct.objects.bulk_update(
         [pending for pending, _ in matches],
         ("state", "resolved_product", "resolved_at", "resolved_by"),
+    )
+
+
+def _older_document(pending: PendingProduct, product: Product) -> bool:
+    """The payload comes from a document posted before the one the product already holds."""
+    return (
+        pending.posted_at is not None
+        and product.posted_at is not None
+        and product.posted_at > pending.posted_at
     )
 
 
@@ -149,13 +162,18 @@ def _apply_payload(
                 new_value=ProductHistory.value_text(new),
                 changed_at=now,
                 source=HISTORY_SOURCE,
+                posted_at=pending.posted_at,
             )
         )
         setattr(product, name, new)
-    if history:
+    # The product now holds this document's state, and so its time.
+    dated = pending.posted_at is not None and product.posted_at != pending.posted_at
+    if dated:
+        product.posted_at = pending.posted_at
+    if history or dated:
         product.updated_at = now
-        product.save(update_fields=(*TRACKED_FIELDS, "updated_at"))
-        ProductHistory.objects.bulk_create(history)
+        product.save(update_fields=(*TRACKED_FIELDS, "posted_at", "updated_at"))
+    ProductHistory.objects.bulk_create(history)
 
 
 def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCreateResult:

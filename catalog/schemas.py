@@ -5,16 +5,20 @@ a rule (a length, a type, a key normalisation) lives here and nowhere else. pyda
 work in compiled code, which keeps a 5000-item batch cheap to validate.
 """
 
+import re
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
+from django.utils import timezone
 from pydantic import (
     AfterValidator,
     BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
+    WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError
 
@@ -226,6 +230,47 @@ class SourceType(StrEnum):
     OTHER = "other"
 
 
+# A document time later than this ahead of the service's clock comes from a wrong clock: taken,
+# it would make every later document stale.
+POSTED_AT_MAX_AHEAD = timedelta(minutes=10)
+# A date, then a time: "2026-01-31" alone is a day, not the moment a document was posted.
+_DATE_TIME = re.compile(r"\d{4}-?\d{2}-?\d{2}[Tt ]\d{2}[0-9:.,]*(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?")
+
+
+def _posted_at(value: Any) -> datetime | None:
+    """An ISO 8601 date-time as an aware datetime (naive: the service's TIME_ZONE), in UTC."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DATE_TIME.fullmatch(value.strip()):
+        raise PydanticCustomError(
+            "datetime_parsing",
+            "Input should be an ISO 8601 date-time, e.g. 2026-01-31T08:00:00+01:00",
+        )
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+        if timezone.is_naive(parsed):
+            parsed = timezone.make_aware(parsed)
+        parsed = parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise PydanticCustomError(
+            "datetime_parsing",
+            "Input should be an ISO 8601 date-time, e.g. 2026-01-31T08:00:00+01:00",
+        ) from None
+    if parsed > timezone.now() + POSTED_AT_MAX_AHEAD:
+        raise PydanticCustomError(
+            "datetime_future",
+            "posted_at is more than 10 minutes ahead of the service's clock",
+        )
+    return parsed
+
+
+PostedAt = Annotated[
+    datetime | None,
+    BeforeValidator(_posted_at),
+    WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
+]
+
+
 class SyncContext(TextFromNumbers):
     """Where a sync came from; stored with its audit row."""
 
@@ -235,6 +280,17 @@ class SyncContext(TextFromNumbers):
     source_ref: text_field(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
     note: text_field(1000) | None = None  # type: ignore[valid-type]
     actor: text_field(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    posted_at: PostedAt = Field(
+        default=None,
+        description=(
+            "When the stock document was posted in the partner system: an ISO 8601 date-time "
+            "(a naive value is read in the service's TIME_ZONE). An item whose product already "
+            "holds a later posted_at is stale and not applied. Without it the items are applied "
+            "and the products' stored posted_at stays as it is. More than 10 minutes in the "
+            "future is 400."
+        ),
+        examples=["2026-01-31T08:00:00+01:00"],
+    )
 
 
 RequestId = text_field(m.REQUEST_ID_MAX_LENGTH)

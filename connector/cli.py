@@ -152,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(env CONNECTOR_CHUNK_SIZE; default %(default)s)",
     )
     push.add_argument("--actor", help="who pushes (sync_context.actor), e.g. a user name")
+    push.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="send every chunk as a dry run: print what the push would do and every field it "
+        "would change (a table on a terminal, tab-separated lines otherwise; JSON in "
+        "--status-file), and apply nothing",
+    )
     _service_options(push)
 
     orders = commands.add_parser(
@@ -286,12 +293,19 @@ def _push(args, transport: Transport, io: _IO, usage) -> int:
 
     try:
         result = push_document(
-            document, client=client, chunk_size=args.chunk_size, actor=args.actor, on_chunk=on_chunk
+            document,
+            client=client,
+            chunk_size=args.chunk_size,
+            actor=args.actor,
+            on_chunk=on_chunk,
+            dry_run=args.dry_run,
         )
     finally:
         if bar is not None:
             bar.close()
     stdout.write(result.summary() + "\n")
+    if args.dry_run:
+        stdout.write(changes_text(result.changes, table=stdout.isatty()))
     _write_status(args.status_file, result.as_dict())
     return EXIT_CODES[result.status]
 
@@ -362,6 +376,55 @@ def _orders_ack(args, transport: Transport, io: _IO, usage) -> int:
     io.stdout.write(result.summary() + "\n")
     _write_status(args.status_file, result.as_dict())
     return ORDER_EXIT_CODES[result.outcome]
+
+
+CHANGE_COLUMNS = ("chunk", "index", "stock_code", "ean", "field", "old", "new")
+
+
+def changes_text(changes: list[dict], *, table: bool) -> str:
+    """A dry run's changes: an aligned table for people, tab-separated lines for programs."""
+    if not changes:
+        return "No field would change.\n"
+    rows = [
+        [
+            _value(change.get(name)) if name in ("old", "new") else str(change.get(name, ""))
+            for name in CHANGE_COLUMNS
+        ]
+        for change in changes
+    ]
+    if not table:
+        lines = ["\t".join(CHANGE_COLUMNS)]
+        lines += ["\t".join(cell.replace("\t", " ") for cell in row) for row in rows]
+        return "\n".join(lines) + "\n"
+    widths = [
+        max(len(name), *(len(row[i]) for row in rows)) for i, name in enumerate(CHANGE_COLUMNS)
+    ]
+
+    def line(cells) -> str:
+        return "  ".join(
+            cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
+        ).rstrip()
+
+    out = [f"Changes the push would make ({len(changes)}):", line(CHANGE_COLUMNS)]
+    out.append(line(["-" * width for width in widths]))
+    out += [line(row) for row in rows]
+    return "\n".join(out) + "\n"
+
+
+def _value(value) -> str:
+    # Values in JSON spelling, so that null, true and "5" (text) are told from 5 (a number);
+    # plain text stays plain.
+    if isinstance(value, str) and value and value.strip() == value and not _is_json(value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _progress_bar(total: int | None, number: str, stream: TextIO, *, unit: str = "row"):

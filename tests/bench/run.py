@@ -58,6 +58,7 @@ def batch_body(
     unknown_share: float = 0.0,
     request_id=None,
     prices_move: bool = False,
+    posted_at: str | None = None,
 ) -> bytes:
     """A fully populated batch; each next `quantity` changes every item's stock level."""
     unknown = int(size * unknown_share)
@@ -69,6 +70,9 @@ def batch_body(
     body = {"products": items, "request_id": request_id}
     if request_id:
         body["sync_context"] = {"source_type": "stock_receipt", "source_ref": request_id}
+    if posted_at:
+        body["sync_context"] = {**body.get("sync_context", {}), "source_type": "stock_receipt"}
+        body["sync_context"]["posted_at"] = posted_at
     return json.dumps(body).encode()
 
 
@@ -263,9 +267,11 @@ class Bench:
         conn.commit()
 
     # -- the service -------------------------------------------------------------------------
-    def post_batch(self, body: bytes) -> dict:
+    def post_batch(self, body: bytes, *, dry_run: bool = False) -> dict:
         response = self.client.post(
-            "/api/v1/partner/products/sync", body, content_type="application/json"
+            "/api/v1/partner/products/sync" + ("?dry_run=true" if dry_run else ""),
+            body,
+            content_type="application/json",
         )
         if response.status_code != 200:
             raise SystemExit(f"batch failed: {response.status_code} {response.content[:500]!r}")
@@ -320,6 +326,17 @@ class Bench:
         unchanged = measure(lambda i: self.post_batch(same), runs)
         self.record(f"batch {size}, nothing changes", unchanged, floor)
 
+        stale = self.bench_half_stale(floor)
+
+        dry = measure(lambda i: self.post_batch(bodies[i], dry_run=True), runs)
+        self.record(f"batch {size}, dry run (quantity would change)", dry, floor)
+        self.extra_lines = [
+            f"half stale (posted_at on every item) / every quantity changes (median): "
+            f"{statistics.median(stale) / statistics.median(changed):.2f}",
+            f"dry run / every quantity changes (median): "
+            f"{statistics.median(dry) / statistics.median(changed):.2f}",
+        ]
+
         unknown_bodies = {
             q: batch_body(size, 100 + q, unknown_share=0.1) for q in range(-4, runs + 1)
         }
@@ -362,6 +379,27 @@ class Bench:
         self.bench_orders()
         self.memory(bodies)
         self.report()
+
+    def bench_half_stale(self, floor) -> list[float]:
+        """posted_at on every item; half the products hold a later document, so they are stale."""
+        from datetime import UTC, datetime
+
+        from catalog.models import Product
+
+        size, runs = self.size, self.runs
+        later = datetime(2099, 1, 1, tzinfo=UTC)
+        stale_codes = [full_item(i, 0)["stock_code"] for i in range(1, size, 2)]
+        Product.objects.filter(stock_code__in=stale_codes).update(posted_at=later)
+        posted = {
+            q: batch_body(size, 200 + q, posted_at="2026-01-01T08:00:00+00:00")
+            for q in range(-4, runs + 1)
+        }
+        check = self.post_batch(posted[-4])
+        assert check["stale_products"] == size // 2, check["stale_products"]
+        timings = measure(lambda i: self.post_batch(posted[i]), runs)
+        self.record(f"batch {size}, posted_at, half stale", timings, floor)
+        Product.objects.update(posted_at=None)
+        return timings
 
     def bench_orders(self) -> None:
         try:

@@ -33,6 +33,10 @@ class FakeService:
     """
 
     known: set[str] = field(default_factory=set)
+    # Known stock codes whose product holds a later document: stale when posted_at is sent.
+    newer: set[str] = field(default_factory=set)
+    # What a dry run reports as changes, per stock code.
+    changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     paused: bool = False
     script: list[Any] = field(default_factory=list)
     sent: list[Sent] = field(default_factory=list)
@@ -62,6 +66,7 @@ class FakeService:
             return self._poll(url)
         if path.endswith("/acknowledge"):
             return self._acknowledge(path, body)
+        dry_run = "dry_run=true" in urlsplit(url).query
         data = json.loads(body)
         items = [data] if method == "PUT" else data["products"]
         base = {"products_received": len(items), "request_id": data.get("request_id")}
@@ -77,9 +82,21 @@ class FakeService:
                 },
             )
         if body in self.applied:
-            return _json_reply(200, self.applied[body], {"Idempotent-Replayed": "true"})
-        unknown = sum(1 for item in items if item["stock_code"] not in self.known)
-        if method == "PUT" and unknown:
+            stored = self.applied[body]
+            if dry_run:
+                stored = {**stored, "dry_run": True, "changes": []}
+            return _json_reply(200, stored, {"Idempotent-Replayed": "true"})
+        posted = (data.get("sync_context") or {}).get("posted_at") is not None
+        unknown_keys, stale_keys, changes = [], [], []
+        for index, item in enumerate(items):
+            key = {"index": index, "stock_code": item["stock_code"], "ean": item.get("ean", "")}
+            if item["stock_code"] not in self.known:
+                unknown_keys.append({**key, "reason": "unknown"})
+            elif posted and item["stock_code"] in self.newer:
+                stale_keys.append(key)
+            else:
+                changes += [{**key, **c} for c in self.changes.get(item["stock_code"], [])]
+        if method == "PUT" and unknown_keys:
             return _json_reply(
                 400,
                 {"detail": [{"loc": ["stock_code"], "msg": "No product", "type": "unknown_key"}]},
@@ -87,9 +104,14 @@ class FakeService:
         response = {
             **base,
             "success": True,
-            "products_updated": len(items) - unknown,
-            "unknown_products": unknown,
+            "products_updated": len(items) - len(unknown_keys) - len(stale_keys),
+            "unknown_products": len(unknown_keys),
+            "stale_products": len(stale_keys),
+            "unknown_keys": unknown_keys,
+            "stale_keys": stale_keys,
         }
+        if dry_run:
+            return _json_reply(200, {**response, "dry_run": True, "changes": changes})
         self.applied[body] = response
         return _json_reply(200, response)
 
