@@ -2,6 +2,7 @@
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from partner_api.keys import api_key_create
@@ -14,6 +15,14 @@ def _on_postgres() -> bool:
 def pytest_runtest_setup(item):
     if item.get_closest_marker("postgres") and not _on_postgres():
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Counters in the cache (throttles, failed authentications) start from zero in each test."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture

@@ -55,9 +55,13 @@ def _int(name: str, default: int) -> int:
 bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{_int('PORT', 8000)}"
 
 # Synchronous workers: a request is a short database transaction, and each worker holds at most
-# one PostgreSQL connection, so workers x app servers must stay under max_connections.
+# one PostgreSQL connection, so workers x app servers must stay under max_connections. Slow
+# clients never reach them: nginx in front reads whole requests first (deploy/nginx). Chosen by
+# measurement against threaded workers (docs/DEPLOYMENT.md, "Worker class"); the two variables
+# below exist to repeat that measurement.
 workers = _int("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8))
-worker_class = "sync"
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or "sync"
+threads = _int("GUNICORN_THREADS", 1)
 
 # A 5000-item batch is about a second of work on two cores; waiting for the row locks of
 # overlapping batches, on a busy database, can add many times that. A worker is only killed when

@@ -101,8 +101,12 @@ class ProductAdmin(admin.ModelAdmin):
     history_fieldset = (
         "History",
         {
-            "description": "Changes of quantity, prices and status, newest first.",
-            "fields": ("created_at", "updated_at", "history_table"),
+            "description": (
+                "Changes of quantity, prices and status, newest first, each with the time "
+                "its stock document was posted. A document posted before the product's "
+                "“document posted at” is stale and changes nothing."
+            ),
+            "fields": ("created_at", "updated_at", "posted_at", "history_table"),
         },
     )
 
@@ -117,7 +121,7 @@ class ProductAdmin(admin.ModelAdmin):
         # A new product needs its key and first values; after that the partner system owns them.
         if obj is None:
             return ()
-        return (*ERP_FIELDS, "created_at", "updated_at", "history_table")
+        return (*ERP_FIELDS, "created_at", "updated_at", "posted_at", "history_table")
 
     @admin.display(description="e-shop price", ordering="eshop_price")
     def eshop_price_display(self, obj: Product) -> str:
@@ -133,10 +137,11 @@ class ProductAdmin(admin.ModelAdmin):
         total = obj.history.count()
         body = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
                 (
                     local_time(row.changed_at),
+                    local_time(row.posted_at),
                     row.get_field_display(),
                     row.old_value if row.old_value is not None else "-",
                     row.new_value if row.new_value is not None else "-",
@@ -147,7 +152,8 @@ class ProductAdmin(admin.ModelAdmin):
             ),
         )
         return format_html(
-            '<table class="product-history"><thead><tr><th>When</th><th>Field</th><th>Old</th>'
+            '<table class="product-history"><thead><tr><th>When</th><th>Document posted at</th>'
+            "<th>Field</th><th>Old</th>"
             "<th>New</th><th>Source</th><th>Sync audit</th></tr></thead><tbody>{}</tbody>"
             '</table><p><a href="{}">All {} changes</a></p>',
             body,
@@ -200,6 +206,7 @@ class PendingProductAdmin(ReadOnlyAdmin):
         "times_seen",
         ("first_seen", "last_seen"),
         "last_request_id",
+        "posted_at",
         "payload_pretty",
         ("resolved_product_link", "resolved_at", "resolved_by"),
     )
@@ -212,6 +219,7 @@ class PendingProductAdmin(ReadOnlyAdmin):
         "first_seen",
         "last_seen",
         "last_request_id",
+        "posted_at",
         "payload_pretty",
         "resolved_product_link",
         "resolved_at",
@@ -284,6 +292,7 @@ class SyncAuditAdmin(ReadOnlyAdmin):
         "products_received",
         "products_updated",
         "unknown_products",
+        "stale_products",
         "history_link",
     )
     list_filter = ("outcome", "endpoint", "source_type", "created_at")
@@ -296,9 +305,10 @@ class SyncAuditAdmin(ReadOnlyAdmin):
         "api_key_name",
         "request_id",
         ("source_type", "source_ref"),
+        "posted_at",
         "actor",
         "note",
-        ("products_received", "products_updated", "unknown_products"),
+        ("products_received", "products_updated", "unknown_products", "stale_products"),
         "error_summary",
         "history_link",
     )
@@ -328,6 +338,7 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
         "field",
         "old_value",
         "new_value",
+        "posted_at",
         "source",
         "audit_link",
     )
@@ -340,6 +351,7 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
         "product_link",
         "field",
         ("old_value", "new_value"),
+        "posted_at",
         "source",
         "audit_link",
     )

@@ -11,10 +11,12 @@ from typing import TextIO
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from catalog.models import IdempotencyRecord, PendingProduct, ProductHistory, SyncAudit
 from catalog.schemas import VALUE_FIELDS
+from core.files import spreadsheet_text
 
 # Audits go in batches: each batch is one short transaction, so a purge of months of audits
 # neither holds locks for long nor loads every row at once.
@@ -28,13 +30,16 @@ class PurgeResult:
     history: int
     idempotency_records: int
     dry_run: bool = False
+    # Resolved and dismissed pending keys (open ones are never purged).
+    pending_keys: int = 0
 
 
 def sync_audits_purge(
     *, older_than_days: int, now: datetime | None = None, dry_run: bool = False
 ) -> PurgeResult:
-    """Delete sync audits older than `older_than_days`, the history rows they left, and the
-    idempotency records past the retention window (their retries are applied afresh anyway)."""
+    """Delete sync audits older than `older_than_days`, the history rows they left, the
+    idempotency records past the retention window (their retries are applied afresh anyway),
+    and the pending keys closed (resolved or dismissed) and last seen before that age."""
     if older_than_days < 1:
         raise ValueError("older_than_days must be at least 1.")
     now = now or timezone.now()
@@ -42,6 +47,11 @@ def sync_audits_purge(
     expired_before = now - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
     old_audits = SyncAudit.objects.filter(created_at__lt=cutoff)
     expired_records = IdempotencyRecord.objects.filter(created_at__lt=expired_before)
+    closed_keys = PendingProduct.objects.filter(
+        Q(resolved_at__lt=cutoff) | Q(resolved_at__isnull=True),
+        state__in=(PendingProduct.State.RESOLVED, PendingProduct.State.DISMISSED),
+        last_seen__lt=cutoff,
+    )
     if dry_run:
         return PurgeResult(
             cutoff=cutoff,
@@ -49,6 +59,7 @@ def sync_audits_purge(
             history=ProductHistory.objects.filter(audit__created_at__lt=cutoff).count(),
             idempotency_records=expired_records.count(),
             dry_run=True,
+            pending_keys=closed_keys.count(),
         )
 
     audits = history = 0
@@ -62,7 +73,15 @@ def sync_audits_purge(
             audits += deleted.get(SyncAudit._meta.label, 0)
     with transaction.atomic():
         records = expired_records.delete()[0]
-    return PurgeResult(cutoff=cutoff, audits=audits, history=history, idempotency_records=records)
+    with transaction.atomic():
+        pending_keys = closed_keys.delete()[0]
+    return PurgeResult(
+        cutoff=cutoff,
+        audits=audits,
+        history=history,
+        idempotency_records=records,
+        pending_keys=pending_keys,
+    )
 
 
 # What the export says about each key besides its values.
@@ -90,19 +109,19 @@ def pending_export_csv(
         payload = payload if isinstance(payload, dict) else {}
         values = [_cell(payload.get(name)) for name in VALUE_FIELDS]
         reason, state, times_seen, first_seen, last_seen, request_id = rest
-        writer.writerow(
-            [
-                stock_code,
-                ean,
-                *values,
-                reason,
-                state,
-                times_seen,
-                first_seen.isoformat(),
-                last_seen.isoformat(),
-                request_id or "",
-            ]
-        )
+        row = [
+            stock_code,
+            ean,
+            *values,
+            reason,
+            state,
+            times_seen,
+            first_seen.isoformat(),
+            last_seen.isoformat(),
+            request_id or "",
+        ]
+        # Staff open this file in a spreadsheet: no cell may run as a formula.
+        writer.writerow([spreadsheet_text(cell) if isinstance(cell, str) else cell for cell in row])
         count += 1
     return count
 

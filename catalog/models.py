@@ -53,6 +53,11 @@ class Product(models.Model):
     )
     discontinued = models.BooleanField(null=True, blank=True)
     eu_label = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    # When the last stock document applied to the product was posted in the partner system;
+    # an older document that arrives later is stale and leaves the product as it is.
+    posted_at = models.DateTimeField(
+        null=True, blank=True, editable=False, verbose_name="document posted at"
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now, editable=False)
 
@@ -83,6 +88,8 @@ class PendingProduct(models.Model):
     reason = models.CharField(max_length=16, choices=Reason.choices)
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     payload = models.JSONField(default=dict, help_text="The last item sent for this key.")
+    # The latest document time the key was sent with: an older payload does not replace it.
+    posted_at = models.DateTimeField(null=True, blank=True, verbose_name="document posted at")
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now, db_index=True)
     times_seen = models.PositiveIntegerField(default=1)
@@ -117,6 +124,7 @@ class SyncAudit(models.Model):
         REPLAYED = "replayed", "Replayed"
         PAUSED = "paused", "Paused"
         REFUSED = "refused", "Refused"
+        DRY_RUN = "dry_run", "Dry run"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     api_key_name = models.CharField(max_length=50, blank=True, default="")
@@ -128,9 +136,11 @@ class SyncAudit(models.Model):
     source_ref = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     note = models.TextField(null=True, blank=True)
     actor = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    posted_at = models.DateTimeField(null=True, blank=True, verbose_name="document posted at")
     products_received = models.PositiveIntegerField(default=0)
     products_updated = models.PositiveIntegerField(default=0)
     unknown_products = models.PositiveIntegerField(default=0)
+    stale_products = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     status_code = models.PositiveSmallIntegerField()
     duration_ms = models.FloatField(default=0)
@@ -172,6 +182,8 @@ class ProductHistory(models.Model):
     old_value = models.CharField(max_length=64, null=True, blank=True)
     new_value = models.CharField(max_length=64, null=True, blank=True)
     changed_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When the stock document that made the change was posted, if the sync said so.
+    posted_at = models.DateTimeField(null=True, blank=True, verbose_name="document posted at")
     source = models.CharField(max_length=64, blank=True, default="sync")
 
     class Meta:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.schemas import TRACKED_FIELDS, ProductItem
+from core.bulk import bulk_update_rows
 
 HISTORY_SOURCE = "pending"
 SYNC_RESOLVER = "sync"
@@ -116,7 +117,11 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
         product = products[product_pk]
         latest = latest_change.get(product_pk)
         item = _payload_values(pending)
-        if item is not None and (latest is None or latest <= pending.last_seen):
+        if (
+            item is not None
+            and (latest is None or latest <= pending.last_seen)
+            and not _older_document(pending, product)
+        ):
             _apply_payload(product, item, pending=pending, now=now)
             latest_change[product_pk] = pending.last_seen
         pending.state = PendingProduct.State.RESOLVED
@@ -126,6 +131,15 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
     PendingProduct.objects.bulk_update(
         [pending for pending, _ in matches],
         ("state", "resolved_product", "resolved_at", "resolved_by"),
+    )
+
+
+def _older_document(pending: PendingProduct, product: Product) -> bool:
+    """The payload comes from a document posted before the one the product already holds."""
+    return (
+        pending.posted_at is not None
+        and product.posted_at is not None
+        and product.posted_at > pending.posted_at
     )
 
 
@@ -148,13 +162,18 @@ def _apply_payload(
                 new_value=ProductHistory.value_text(new),
                 changed_at=now,
                 source=HISTORY_SOURCE,
+                posted_at=pending.posted_at,
             )
         )
         setattr(product, name, new)
-    if history:
+    # The product now holds this document's state, and so its time.
+    dated = pending.posted_at is not None and product.posted_at != pending.posted_at
+    if dated:
+        product.posted_at = pending.posted_at
+    if history or dated:
         product.updated_at = now
-        product.save(update_fields=(*TRACKED_FIELDS, "updated_at"))
-        ProductHistory.objects.bulk_create(history)
+        product.save(update_fields=(*TRACKED_FIELDS, "posted_at", "updated_at"))
+    ProductHistory.objects.bulk_create(history)
 
 
 def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCreateResult:
@@ -245,7 +264,7 @@ def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: da
     `matched` holds (ean, stock_code, product pk) of the items the sync applied with an EAN. The
     sync's own values are newer than anything pending, so no payload is applied: the entry with
     that exact key, or the one with that stock_code and no EAN (unknown or ambiguous before), is
-    simply closed, in at most three statements whatever the batch size.
+    simply closed, in a few statements whatever the batch size.
     """
     if not matched:
         return 0
@@ -267,16 +286,11 @@ def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: da
         if not found:
             continue
         product_pk = found[-1][2]
-        closing.append(
-            PendingProduct(
-                pk=pending_pk,
-                state=PendingProduct.State.RESOLVED,
-                resolved_product_id=product_pk,
-                resolved_at=now,
-                resolved_by=SYNC_RESOLVER,
-            )
-        )
-    PendingProduct.objects.bulk_update(
-        closing, ("state", "resolved_product", "resolved_at", "resolved_by")
+        closing.append((pending_pk, PendingProduct.State.RESOLVED, product_pk, now, SYNC_RESOLVER))
+    # Set-based (one UPDATE ... FROM on PostgreSQL): Django's bulk_update writes a CASE per
+    # row, which took 7-8 s for 5000 keys while the batch held its row locks.
+    closing.sort()
+    bulk_update_rows(
+        PendingProduct, ("state", "resolved_product", "resolved_at", "resolved_by"), closing
     )
     return len(closing)

@@ -5,28 +5,56 @@ a rule (a length, a type, a key normalisation) lives here and nowhere else. pyda
 work in compiled code, which keeps a 5000-item batch cheap to validate.
 """
 
+import re
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
+from django.utils import timezone
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
+    WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError
 
 from catalog import models as m
-from core.text import text_field
+from core.text import (
+    TextFromNumbers,
+    has_invisible_characters,
+    key_text,
+    non_finite_number,
+    text_field,
+    visible_text,
+)
+
+
+def _ascii_number_text(value: str) -> bool:
+    # Python reads "1_000", full-width and other scripts' digits as numbers; the partner
+    # system's exports write ASCII digits, so anything else is a mistake, not a number.
+    return value.isascii() and "_" not in value
 
 
 def _refuse_bool_as_number(value: Any) -> Any:
     # pydantic's lax mode reads true as 1; a boolean quantity is a mistake in the export.
     if isinstance(value, bool):
         raise PydanticCustomError("int_type", "Input should be a valid integer")
+    if isinstance(value, str) and not _ascii_number_text(value):
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer written with ASCII digits"
+        )
+    return value
+
+
+def _decimal_text(value: Any) -> Any:
+    if isinstance(value, str) and not _ascii_number_text(value):
+        raise PydanticCustomError(
+            "decimal_parsing", "Input should be a valid decimal written with ASCII digits"
+        )
     return value
 
 
@@ -34,12 +62,42 @@ def _decimal_comma(value: Any) -> Any:
     if isinstance(value, bool):
         raise PydanticCustomError("decimal_type", "Input should be a valid decimal")
     if isinstance(value, str):
-        return value.strip().replace(",", ".")
+        return _decimal_text(value).strip().replace(",", ".")
     return value
 
 
-StockCode = text_field(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1)
-Ean = text_field(m.EAN_MAX_LENGTH, strip=True)
+def _stock_code(value: Any) -> Any:
+    if isinstance(value, str):
+        if has_invisible_characters(value) and not visible_text(value):
+            # Invisible only: as empty as "" to whoever reads it, so the same 422.
+            raise PydanticCustomError(
+                "string_too_short",
+                "String should have at least 1 visible character",
+                {"min_length": 1},
+            )
+        return key_text(value)
+    if non_finite_number(value):
+        raise PydanticCustomError("finite_number", "Input should be a finite number")
+    return value
+
+
+def _ean(value: Any) -> Any:
+    if isinstance(value, str):
+        return key_text(value)
+    if isinstance(value, float):
+        # 4.006381333931e12 may be a rounded EAN: only an integer is taken as its digits.
+        raise PydanticCustomError(
+            "int_from_float", "An EAN sent as a number must be an integer; send it as text"
+        )
+    return value
+
+
+# Keys are stripped, put in NFC form and refused with control or format characters before
+# their length is checked.
+StockCode = Annotated[
+    text_field(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1), BeforeValidator(_stock_code)
+]
+Ean = Annotated[text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean)]
 Text = text_field(m.TEXT_MAX_LENGTH)
 # Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
 Quantity = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_refuse_bool_as_number)]
@@ -76,6 +134,7 @@ def _decimal_bounds(max_digits: int, places: int) -> AfterValidator:
 Price = Annotated[
     Decimal,
     Field(ge=0, allow_inf_nan=False),
+    BeforeValidator(_decimal_text),
     _decimal_bounds(m.PRICE_MAX_DIGITS, m.PRICE_DECIMAL_PLACES),
 ]
 Weight = Annotated[
@@ -86,10 +145,10 @@ Weight = Annotated[
 ]
 
 
-class ProductItem(BaseModel):
+class ProductItem(TextFromNumbers):
     """One product record as the partner system sends it."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     stock_code: StockCode = Field(description="Stock number in the partner system; required.")
     status: text_field(m.STATUS_MAX_LENGTH) = Field(description="Product status.")  # type: ignore[valid-type]
@@ -171,15 +230,67 @@ class SourceType(StrEnum):
     OTHER = "other"
 
 
-class SyncContext(BaseModel):
+# A document time later than this ahead of the service's clock comes from a wrong clock: taken,
+# it would make every later document stale.
+POSTED_AT_MAX_AHEAD = timedelta(minutes=10)
+# A date, then a time: "2026-01-31" alone is a day, not the moment a document was posted.
+_DATE_TIME = re.compile(r"\d{4}-?\d{2}-?\d{2}[Tt ]\d{2}[0-9:.,]*(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?")
+
+
+def _posted_at(value: Any) -> datetime | None:
+    """An ISO 8601 date-time as an aware datetime (naive: the service's TIME_ZONE), in UTC."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DATE_TIME.fullmatch(value.strip()):
+        raise PydanticCustomError(
+            "datetime_parsing",
+            "Input should be an ISO 8601 date-time, e.g. 2026-01-31T08:00:00+01:00",
+        )
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+        if timezone.is_naive(parsed):
+            parsed = timezone.make_aware(parsed)
+        parsed = parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise PydanticCustomError(
+            "datetime_parsing",
+            "Input should be an ISO 8601 date-time, e.g. 2026-01-31T08:00:00+01:00",
+        ) from None
+    if parsed > timezone.now() + POSTED_AT_MAX_AHEAD:
+        raise PydanticCustomError(
+            "datetime_future",
+            "posted_at is more than 10 minutes ahead of the service's clock",
+        )
+    return parsed
+
+
+PostedAt = Annotated[
+    datetime | None,
+    BeforeValidator(_posted_at),
+    WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
+]
+
+
+class SyncContext(TextFromNumbers):
     """Where a sync came from; stored with its audit row."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     source_type: SourceType
     source_ref: text_field(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
     note: text_field(1000) | None = None  # type: ignore[valid-type]
     actor: text_field(m.TEXT_MAX_LENGTH) | None = None  # type: ignore[valid-type]
+    posted_at: PostedAt = Field(
+        default=None,
+        description=(
+            "When the stock document was posted in the partner system: an ISO 8601 date-time "
+            "(a naive value is read in the service's TIME_ZONE). An item whose product already "
+            "holds a later posted_at is stale and not applied. Without it the items are applied "
+            "and the products' stored posted_at stays as it is. More than 10 minutes in the "
+            "future is 400."
+        ),
+        examples=["2026-01-31T08:00:00+01:00"],
+    )
 
 
 RequestId = text_field(m.REQUEST_ID_MAX_LENGTH)

@@ -9,7 +9,8 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -66,6 +67,7 @@ class SyncResult:
 
     success: bool
     received: int
+    # Products applied: matched and not stale.
     updated: int
     unknown: int
     request_id: str | None
@@ -73,6 +75,15 @@ class SyncResult:
     message: str | None = None
     # True when this is the stored result of an earlier identical request.
     replayed: bool = False
+    # Items not applied because their product holds a later document time.
+    stale: int = 0
+    # {"index", "stock_code", "ean", "reason"} of each unknown or ambiguous key, by index.
+    unknown_keys: list[dict[str, Any]] = field(default_factory=list)
+    # {"index", "stock_code", "ean"} of each stale item, by index.
+    stale_keys: list[dict[str, Any]] = field(default_factory=list)
+    # A dry run: what a real call would do, `changes` listing each field it would change.
+    dry_run: bool = False
+    changes: list[dict[str, Any]] = field(default_factory=list)
 
     def stored(self) -> dict[str, Any]:
         """The result as it is kept for replay (the layout of the sync response)."""
@@ -81,11 +92,15 @@ class SyncResult:
             "products_received": self.received,
             "products_updated": self.updated,
             "unknown_products": self.unknown,
+            "stale_products": self.stale,
             "request_id": self.request_id,
+            "unknown_keys": self.unknown_keys,
+            "stale_keys": self.stale_keys,
         }
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> SyncResult:
+        # A response stored before a field existed answers with the field's default.
         return cls(
             success=stored["success"],
             received=stored["products_received"],
@@ -93,6 +108,9 @@ class SyncResult:
             unknown=stored.get("unknown_products", 0),
             request_id=stored.get("request_id"),
             replayed=True,
+            stale=stored.get("stale_products", 0),
+            unknown_keys=stored.get("unknown_keys", []),
+            stale_keys=stored.get("stale_keys", []),
         )
 
 
@@ -110,10 +128,17 @@ class SyncRequest:
     now: Any = None
     # sha256 of the request's exact bytes, kept with the stored result (products_sync_replay).
     raw_body_hash: str | None = None
+    # Answer what the call would do, write nothing but the audit row.
+    dry_run: bool = False
 
     @property
     def endpoint(self) -> str:
         return sync_endpoint(single=self.single)
+
+    @property
+    def posted_at(self):
+        """When the stock document was posted, if the request says so."""
+        return self.context.posted_at if self.context is not None else None
 
     def audit(self, *, outcome: str, status_code: int, **counts: Any) -> SyncAudit:
         return sync_audit_create(
@@ -217,7 +242,13 @@ def sync_context_columns(context: SyncContext | None) -> dict[str, str | None]:
         "source_ref": context.source_ref if context else None,
         "note": context.note if context else None,
         "actor": context.actor if context else None,
+        # As text: the columns are also kept as JSON with the idempotency record.
+        "posted_at": context.posted_at.isoformat() if context and context.posted_at else None,
     }
+
+
+def _posted_at_column(value: str | datetime | None) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
 def sync_audit_create(
@@ -232,6 +263,7 @@ def sync_audit_create(
     received: int = 0,
     updated: int = 0,
     unknown: int = 0,
+    stale: int = 0,
     error_summary: str = "",
 ) -> SyncAudit:
     """Leave the audit row of one sync call, and count the call once its row is committed.
@@ -246,6 +278,7 @@ def sync_audit_create(
             duration=time.perf_counter() - started,
             updated=updated,
             unknown=unknown,
+            stale=stale,
         )
     )
     return SyncAudit.objects.create(
@@ -256,9 +289,11 @@ def sync_audit_create(
         source_ref=columns.get("source_ref"),
         note=columns.get("note"),
         actor=columns.get("actor"),
+        posted_at=_posted_at_column(columns.get("posted_at")),
         products_received=received,
         products_updated=updated,
         unknown_products=unknown,
+        stale_products=stale,
         outcome=outcome,
         status_code=status_code,
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
@@ -276,6 +311,7 @@ def products_sync(
     body_hash: str | None,
     started: float,
     raw_body_hash: str | None = None,
+    dry_run: bool = False,
 ) -> SyncResult:
     """Apply absolute stock levels, prices and catalogue fields sent by the partner system.
 
@@ -283,7 +319,11 @@ def products_sync(
     unknown keys recorded as pending, or nothing is. A retry of an applied request (same key,
     request_id and body) replays the stored result instead of applying it again. For a
     `single` item an unknown or ambiguous key is refused (after being recorded). Too many
-    items or a repeated key are refused before anything is read.
+    items or a repeated key are refused before anything is read. An item whose product holds a
+    later document time (`context.posted_at`) than the request's is stale: not applied.
+
+    A `dry_run` goes the same way and answers the same, plus the field changes the call would
+    make, but writes nothing except its audit row.
     """
     problems = _request_problems(items, single=single)
     if problems:
@@ -297,6 +337,7 @@ def products_sync(
         body_hash=body_hash,
         started=started,
         raw_body_hash=raw_body_hash,
+        dry_run=dry_run,
     )
     outcome = run_with_retry(lambda: _sync_attempt(replace(request, now=timezone.now())))
     if outcome.refusal is not None:
@@ -321,11 +362,13 @@ def _sync_attempt(request: SyncRequest) -> _Outcome:
         claim_id, replayed = _claim_or_replay(request)
         if replayed is not None:
             return _Outcome(result=replayed)
-        resolution = _resolve(request.items)
+        resolution = _resolve(request.items, read=_DRY_RUN_READ if request.dry_run else _READ)
         if resolution.problems:
             raise ItemsRefused(resolution.problems)
         if request.single and resolution.unresolved:
             return _refuse_unknown_single_item(request, resolution, claim_id=claim_id)
+        if request.dry_run:
+            return _Outcome(result=_dry_run(request, resolution))
         result = _apply(request, resolution)
         return _respond(request, result, claim_id=claim_id)
 
@@ -340,6 +383,7 @@ def _paused(request: SyncRequest, control: SyncControl) -> _Outcome:
         unknown=0,
         request_id=request.request_id,
         message=PAUSED_MESSAGE + reason,
+        dry_run=request.dry_run,
     )
     return _Outcome(result=result)
 
@@ -348,6 +392,20 @@ def _claim_or_replay(request: SyncRequest) -> tuple[int | None, SyncResult | Non
     """Claim the request's id for this call, or the stored result of an identical earlier one."""
     if request.request_id is None:
         return None, None
+    if request.dry_run:
+        # A dry run claims nothing: a later real call with the same request_id is applied.
+        stored = _idempotency_stored(request)
+        if stored is None:
+            return None, None
+        result = replace(SyncResult.from_stored(stored), dry_run=True)
+        request.audit(
+            outcome=SyncAudit.Outcome.DRY_RUN,
+            status_code=200,
+            updated=result.updated,
+            unknown=result.unknown,
+            stale=result.stale,
+        )
+        return None, result
     claim_id, stored = _idempotency_claim(
         client=request.client,
         endpoint=request.endpoint,
@@ -363,6 +421,7 @@ def _claim_or_replay(request: SyncRequest) -> tuple[int | None, SyncResult | Non
         status_code=200,
         updated=result.updated,
         unknown=result.unknown,
+        stale=result.stale,
     )
     return None, result
 
@@ -374,7 +433,13 @@ def _refuse_unknown_single_item(
     if claim_id is not None:
         IdempotencyRecord.objects.filter(pk=claim_id).delete()
     item, reason = resolution.unresolved[0]
-    _pending_record(resolution.unresolved, request_id=request.request_id, now=request.now)
+    if not request.dry_run:
+        _pending_record(
+            resolution.unresolved,
+            request_id=request.request_id,
+            now=request.now,
+            posted_at=request.posted_at,
+        )
     problem = _unresolved_problem(item, reason)
     request.audit(
         outcome=SyncAudit.Outcome.REFUSED, status_code=400, unknown=1, error_summary=problem.msg
@@ -383,43 +448,155 @@ def _refuse_unknown_single_item(
 
 
 def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
-    """Write the matched products, their history and the pending keys; audit it."""
+    """Write the applied products, their history and the pending keys; audit it."""
     now = request.now
-    updates, history = _changes(resolution.matched, now=now)
-    unknown = len(resolution.unresolved)
+    posted_at = request.posted_at
+    report = _report(request, resolution)
+    updates, history = _changes(report.applied, now=now, posted_at=posted_at)
     audit = request.audit(
         outcome=SyncAudit.Outcome.APPLIED,
         status_code=200,
-        updated=len(resolution.matched),
-        unknown=unknown,
+        updated=len(report.applied),
+        unknown=len(report.unknown_keys),
+        stale=len(report.stale_keys),
     )
     bulk_update_rows(
         Product,
-        (*VALUE_FIELDS, "updated_at"),
+        (*VALUE_FIELDS, "posted_at", "updated_at"),
         updates,
-        keep_when_null=OPTIONAL_FIELDS,
-        changed_only=VALUE_FIELDS,
+        # A request without posted_at leaves the stored one as it is (a manual override).
+        keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
+        changed_only=(*VALUE_FIELDS, "posted_at"),
     )
     bulk_insert_rows(
         ProductHistory,
-        ("product", "audit", "field", "old_value", "new_value", "changed_at", "source"),
-        [(pk, audit.pk, name, old, new, now, "sync") for pk, name, old, new in history],
+        (
+            "product",
+            "audit",
+            "field",
+            "old_value",
+            "new_value",
+            "changed_at",
+            "source",
+            "posted_at",
+        ),
+        [(pk, audit.pk, name, old, new, now, "sync", posted_at) for pk, name, old, new in history],
     )
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
-        matched=[
-            (item.ean, item.stock_code, row[0]) for item, row in resolution.matched if item.ean
-        ],
+        matched=[(item.ean, item.stock_code, row[0]) for item, row in report.applied if item.ean],
         now=now,
     )
-    _pending_record(resolution.unresolved, request_id=request.request_id, now=now)
-    return SyncResult(
-        success=True,
-        received=len(request.items),
-        updated=len(resolution.matched),
-        unknown=unknown,
-        request_id=request.request_id,
+    _pending_record(
+        resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
     )
+    return report.result(request)
+
+
+def _dry_run(request: SyncRequest, resolution: _Resolution) -> SyncResult:
+    """What `_apply` would do, with each field change it would make; only the audit is written."""
+    report = _report(request, resolution)
+    request.audit(
+        outcome=SyncAudit.Outcome.DRY_RUN,
+        status_code=200,
+        updated=len(report.applied),
+        unknown=len(report.unknown_keys),
+        stale=len(report.stale_keys),
+    )
+    return replace(
+        report.result(request), dry_run=True, changes=_field_changes(report.applied, report.index)
+    )
+
+
+@dataclass
+class _Report:
+    """The items of a resolved request sorted by what the sync does with them."""
+
+    applied: list[tuple[ProductItem, tuple]]
+    unknown_keys: list[dict[str, Any]]
+    stale_keys: list[dict[str, Any]]
+    # The position of each item in the request, by the item's identity.
+    index: dict[int, int]
+
+    def result(self, request: SyncRequest) -> SyncResult:
+        return SyncResult(
+            success=True,
+            received=len(request.items),
+            updated=len(self.applied),
+            unknown=len(self.unknown_keys),
+            request_id=request.request_id,
+            stale=len(self.stale_keys),
+            unknown_keys=self.unknown_keys,
+            stale_keys=self.stale_keys,
+        )
+
+
+def _report(request: SyncRequest, resolution: _Resolution) -> _Report:
+    """Split the matched items into applied and stale, and list the keys not applied.
+
+    Stale: the product holds a later document time (read with the locked rows) than the
+    request's. Equal times apply: they are chunks of one document.
+    """
+    index = {id(item): position for position, item in enumerate(request.items)}
+    posted_at = request.posted_at
+    applied, stale = [], []
+    if posted_at is None:
+        applied = resolution.matched
+    else:
+        for pair in resolution.matched:
+            held = pair[1][_POSTED_AT]
+            (stale if held is not None and held > posted_at else applied).append(pair)
+    unknown_keys = [
+        {
+            "index": index[id(item)],
+            "stock_code": item.stock_code,
+            "ean": item.ean or "",
+            "reason": str(reason),
+        }
+        for item, reason in resolution.unresolved
+    ]
+    stale_keys = [
+        {"index": index[id(item)], "stock_code": item.stock_code, "ean": item.ean or ""}
+        for item, _ in stale
+    ]
+    unknown_keys.sort(key=operator.itemgetter("index"))
+    stale_keys.sort(key=operator.itemgetter("index"))
+    return _Report(applied, unknown_keys, stale_keys, index)
+
+
+def _field_changes(
+    applied: Iterable[tuple[ProductItem, tuple]], index: dict[int, int]
+) -> list[dict[str, Any]]:
+    """Every stored field the applied items would change, by index then field order.
+
+    Compared as the database compares when it writes (decimals by value, an absent or null
+    optional field kept), from the rows the dry run read with every value field.
+    """
+    changes = []
+    for item, row in sorted(applied, key=lambda pair: index[id(pair[0])]):
+        sent = item.__dict__
+        for name, old in zip(VALUE_FIELDS, row[_VALUES:], strict=True):
+            new = sent[name]
+            if new is None or new == old:
+                continue
+            changes.append(
+                {
+                    "index": index[id(item)],
+                    "stock_code": item.stock_code,
+                    "ean": item.ean or "",
+                    "field": name,
+                    "old": _api_value(old),
+                    "new": _api_value(new),
+                }
+            )
+    return changes
+
+
+def _api_value(value: Any) -> Any:
+    """A stored value in the API's types: decimals as JSON numbers, the rest as they are."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
 
 
 def _respond(request: SyncRequest, result: SyncResult, *, claim_id: int | None) -> _Outcome:
@@ -527,25 +704,55 @@ def _idempotency_claim(
     return None, stored
 
 
+def _idempotency_stored(request: SyncRequest) -> dict[str, Any] | None:
+    """The stored response a real call of this request would replay, without claiming it."""
+    cutoff = request.now - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
+    return (
+        IdempotencyRecord.objects.filter(
+            api_key_id=request.client.key_id,
+            endpoint=request.endpoint,
+            request_id=request.request_id,
+            body_hash=request.body_hash,
+            created_at__gte=cutoff,
+            response__isnull=False,
+        )
+        .values_list("response", flat=True)
+        .first()
+    )
+
+
 def _db_datetime(value):
     return (
         connection.ops.adapt_datetimefield_value(value) if connection.vendor == "sqlite" else value
     )
 
 
-def _resolve(items: Sequence[ProductItem]) -> _Resolution:
+# What the sync reads of each product with its lock: the key, the document time, and the fields
+# it compares in Python (a real call the tracked fields for history; a dry run every field).
+_READ = ("posted_at", *TRACKED_FIELDS)
+_DRY_RUN_READ = ("posted_at", *VALUE_FIELDS)
+# Positions in a read row: id, ean, stock_code, then the fields read.
+_POSTED_AT = 3
+_VALUES = 4
+
+
+def _resolve(items: Sequence[ProductItem], *, read: Sequence[str] = _READ) -> _Resolution:
     """Match each item to its product, locking the products in primary-key order."""
     # Only the tracked fields are read (for history); the database itself compares the rest
     # when it writes. The rows are locked in primary-key order, so overlapping batches queue
     # instead of deadlocking.
-    rows = select_rows(
-        Product,
-        ("id", "ean", "stock_code", *TRACKED_FIELDS),
-        where_in=("stock_code", {item.stock_code for item in items}),
-        order_by="id",
-        lock=True,
-    )
+    rows = _locked_products({item.stock_code for item in items}, read)
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
+    unknown_codes = {item.stock_code for item in items if not products.candidates(*item.key)}
+    if unknown_codes:
+        # The statement above saw the catalogue as it was when it started. A product created
+        # while it waited for a row lock (by an import, in the admin) exists now, and its
+        # creation found no pending key of this batch to resolve: look again, so the batch
+        # applies to it (the serial order "creation, then this batch").
+        fresh = {row[0]: row for row in _locked_products(unknown_codes, read)}
+        if fresh.keys() - {row[0] for row in rows}:
+            rows = [row for row in rows if row[0] not in fresh] + list(fresh.values())
+            products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
 
     resolution = _Resolution()
     claimed_by: dict[int, int] = {}
@@ -572,8 +779,19 @@ def _resolve(items: Sequence[ProductItem]) -> _Resolution:
     return resolution
 
 
+def _locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
+    """The products with these stock codes (id, key, the `read` fields), locked in id order."""
+    return select_rows(
+        Product,
+        ("id", "ean", "stock_code", *read),
+        where_in=("stock_code", stock_codes),
+        order_by="id",
+        lock=True,
+    )
+
+
 def _changes(
-    matched: Iterable[tuple[ProductItem, tuple]], *, now
+    matched: Iterable[tuple[ProductItem, tuple]], *, now, posted_at
 ) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
     """The update row of every matched product, and history entries for its tracked fields.
 
@@ -585,13 +803,13 @@ def _changes(
     for item, row in matched:
         pk = row[0]
         sent = item.__dict__
-        old_tracked = row[3:]
+        old_tracked = row[_VALUES:]
         new_tracked = _tracked_values(sent)
         if new_tracked != old_tracked:
             for name, old, new in zip(TRACKED_FIELDS, old_tracked, new_tracked, strict=True):
                 if new != old:
                     history.append((pk, name, _text(old), _text(new)))
-        updates.append((pk, *_all_values(sent), now))
+        updates.append((pk, *_all_values(sent), posted_at, now))
     return updates, history
 
 
@@ -606,6 +824,7 @@ _PENDING_FIELDS = (
     "reason",
     "state",
     "payload",
+    "posted_at",
     "first_seen",
     "last_seen",
     "times_seen",
@@ -613,16 +832,25 @@ _PENDING_FIELDS = (
     "resolved_at",
     "resolved_by",
 )
+# The payload sent with the latest document time stays; one sent without a time counts as the
+# newest, and a key that holds no time takes any payload (as a product's posted_at does).
+_PENDING_NEWER = (
+    "(excluded.posted_at IS NULL OR {table}.posted_at IS NULL "
+    "OR excluded.posted_at >= {table}.posted_at)"
+)
 _PENDING_UPSERT = (
     "ON CONFLICT (ean, stock_code) DO UPDATE SET "
-    "reason = excluded.reason, state = excluded.state, payload = excluded.payload, "
+    "reason = excluded.reason, state = excluded.state, "
+    f"payload = CASE WHEN {_PENDING_NEWER} THEN excluded.payload ELSE {{table}}.payload END, "
+    f"posted_at = CASE WHEN {_PENDING_NEWER} "
+    "THEN COALESCE(excluded.posted_at, {table}.posted_at) ELSE {table}.posted_at END, "
     "last_seen = excluded.last_seen, times_seen = {table}.times_seen + 1, "
     "last_request_id = excluded.last_request_id, resolved_at = NULL, resolved_by = ''"
 )
 
 
 def _pending_record(
-    unresolved: Sequence[tuple[ProductItem, str]], *, request_id: str | None, now
+    unresolved: Sequence[tuple[ProductItem, str]], *, request_id: str | None, now, posted_at=None
 ) -> None:
     """Upsert a pending product for each unresolved key (in key order, to lock consistently)."""
     rows = [
@@ -632,6 +860,7 @@ def _pending_record(
             reason,
             PendingProduct.State.OPEN,
             json.dumps(item.payload(), ensure_ascii=False),
+            posted_at,
             now,
             now,
             1,
@@ -676,18 +905,38 @@ class ImportResult:
 
 
 def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
-    """Create or update products by key from a catalogue file, all or nothing."""
+    """Create or update products by key from a catalogue file, all or nothing.
+
+    The products are locked in primary-key order, as the sync locks them, so an import beside
+    syncs queues instead of deadlocking; a transient failure runs the import again.
+    """
     problems = duplicate_key_problems(items)
     if problems:
         raise ItemsRefused(problems)
-    # Chunked lookups: SQLite refuses statements with more than about 32k parameters.
+    return run_with_retry(lambda: _import_attempt(items))
+
+
+def _import_attempt(items: Sequence[ProductItem]) -> ImportResult:
     codes = sorted({item.stock_code for item in items})
-    chunks = [codes[i : i + IMPORT_CHUNK] for i in range(0, len(codes), IMPORT_CHUNK)]
+    # SQLite refuses statements with more than about 32k parameters (and locks no rows);
+    # PostgreSQL takes every code as one array parameter, and the locks in one id order.
+    code_chunks = (
+        [codes]
+        if connection.vendor == "postgresql"
+        else [codes[i : i + IMPORT_CHUNK] for i in range(0, len(codes), IMPORT_CHUNK)]
+    )
     with transaction.atomic():
+        pks = sorted(
+            row[0]
+            for chunk in code_chunks
+            for row in select_rows(
+                Product, ("id",), where_in=("stock_code", chunk), order_by="id", lock=True
+            )
+        )
         existing = {
             (p.ean, p.stock_code): p
-            for chunk in chunks
-            for p in Product.objects.select_for_update().filter(stock_code__in=chunk)
+            for i in range(0, len(pks), IMPORT_CHUNK)
+            for p in Product.objects.filter(pk__in=pks[i : i + IMPORT_CHUNK])
         }
         now = timezone.now()
         new_products = []
@@ -708,9 +957,10 @@ def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
         Product.objects.bulk_update(
             changed, (*VALUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
         )
-        for chunk in chunks:
+        for i in range(0, len(codes), IMPORT_CHUNK):
             pending_resolve_for_products(
-                products=Product.objects.filter(stock_code__in=chunk), by="import"
+                products=Product.objects.filter(stock_code__in=codes[i : i + IMPORT_CHUNK]),
+                by="import",
             )
         created, updated = len(new_products), len(changed)
     return ImportResult(created=created, updated=updated)

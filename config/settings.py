@@ -85,8 +85,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.middleware.RequestIdMiddleware",
     "monitoring.middleware.HttpMetricsMiddleware",
     "partner_api.middleware.RequestLogMiddleware",
+    "config.middleware.RequestBodyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -228,6 +230,15 @@ if API_KEY_THROTTLE_RATE and not re.fullmatch(
         f"API_KEY_THROTTLE_RATE must look like '600/min', got {API_KEY_THROTTLE_RATE!r}"
     )
 
+# Requests with an invalid X-API-Key, per client address (partner_api.authentication).
+AUTH_FAILURE_RATE = os.environ.get("AUTH_FAILURE_RATE", "").strip() or "600/min"
+if AUTH_FAILURE_RATE != "off" and not re.fullmatch(
+    r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", AUTH_FAILURE_RATE
+):
+    raise ImproperlyConfigured(
+        f"AUTH_FAILURE_RATE must look like '600/min' or be 'off', got {AUTH_FAILURE_RATE!r}"
+    )
+
 # ------------------------------------------------------------------------------
 # Cache (throttling counters)
 # ------------------------------------------------------------------------------
@@ -288,7 +299,9 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 # A load balancer's plain-HTTP health check must not be redirected to HTTPS.
 SECURE_REDIRECT_EXEMPT = [r"^healthz/?$"]
-if env_bool("DJANGO_BEHIND_PROXY", False):
+# Behind the documented reverse proxy: X-Forwarded-Proto and X-Forwarded-For are the proxy's.
+BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", False)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # ------------------------------------------------------------------------------
@@ -303,13 +316,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(x_request_id)s] %(message)s"},
         "json": {"()": "monitoring.logs.JsonLineFormatter"},
     },
+    "filters": {"request_context": {"()": "config.logging.RequestContextFilter"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["request_context"],
         },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},

@@ -1,4 +1,5 @@
-"""Reference connector: pushes posted stock documents of the partner system to the service.
+"""Reference connector: pushes posted stock documents of the partner system to the service,
+pulls the orders waiting for it and acknowledges them.
 
 It follows the interface's connector rules (when to call, how to chunk, which request_id and
 sync_context to send, how responses decide a document's sync status) and needs nothing but the
@@ -7,20 +8,25 @@ the partner system's side of the interface.
 """
 
 from connector.document import Document, DocumentInvalid, DocumentNotPosted, load_document
+from connector.orders import AckResult, PullResult, orders_acknowledge, orders_pull
 from connector.push import ChunkResult, PushResult, SyncStatus, push_document
 from connector.transport import HttpTransport, Reply, Transport, TransportError
 
 __all__ = [
+    "AckResult",
     "ChunkResult",
     "Document",
     "DocumentInvalid",
     "DocumentNotPosted",
     "HttpTransport",
+    "PullResult",
     "PushResult",
     "Reply",
     "SyncStatus",
     "Transport",
     "TransportError",
     "load_document",
+    "orders_acknowledge",
+    "orders_pull",
     "push_document",
 ]

@@ -1,7 +1,13 @@
-"""Command line: `python -m connector push DOCUMENT`.
+"""Command line: `python -m connector push DOCUMENT`, `orders pull --out DIR`, `orders ack FILE`.
 
-Exit status: 0 synced, 1 partial, 3 failed, 4 unchanged (no answer or key refused: push again
-later), 2 the document or the command line is wrong (a draft, an invalid row, a missing key).
+Exit status of `push`: 0 synced, 1 partial, 3 failed, 4 unchanged (no answer or key refused:
+push again later), 2 the document or the command line is wrong (a draft, an invalid row, a
+missing key).
+
+Exit status of `orders pull` and `orders ack`: 0 done; 1 (ack) some orders need a person (a
+conflict, an unknown order, a refused line); 2 the file or the command line is wrong (nothing
+was sent); 3 (pull) the service refused the poll; 4 not finished (no answer after every retry,
+or the key was refused): run it again later, which is safe.
 """
 
 from __future__ import annotations
@@ -11,10 +17,22 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from connector.document import DocumentInvalid, DocumentNotPosted, load_document, parse_document
+from connector.orders import (
+    DEFAULT_PAGE_SIZE,
+    PAGE_SIZE_MAX,
+    AckFileInvalid,
+    AckLineResult,
+    Outcome,
+    orders_acknowledge,
+    orders_pull,
+    parse_ack_file,
+)
 from connector.push import (
     DEFAULT_CHUNK_SIZE,
     Chunk,
@@ -33,6 +51,12 @@ EXIT_CODES = {
     SyncStatus.UNCHANGED: 4,
 }
 EXIT_USAGE = 2
+ORDER_EXIT_CODES = {
+    Outcome.DONE: 0,
+    Outcome.ATTENTION: 1,
+    Outcome.REFUSED: 3,
+    Outcome.UNFINISHED: 4,
+}
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 
 
@@ -46,10 +70,63 @@ def _env_number(name: str, default: float, kind: type = int) -> float:
         raise SystemExit(f"{name} must be a number, got {value!r}") from None
 
 
+def _service_options(command: argparse.ArgumentParser) -> None:
+    """The options every command that calls the service has."""
+    command.add_argument(
+        "--base-url",
+        default=os.environ.get("CONNECTOR_BASE_URL", DEFAULT_BASE_URL),
+        help="service root address (env CONNECTOR_BASE_URL; default %(default)s)",
+    )
+    command.add_argument(
+        "--api-key",
+        default=os.environ.get("CONNECTOR_API_KEY"),
+        help="API key (env CONNECTOR_API_KEY; prefer the environment, a flag shows in ps)",
+    )
+    command.add_argument(
+        "--timeout",
+        type=float,
+        default=_env_number("CONNECTOR_TIMEOUT", 120.0, float),
+        help="seconds to wait for each response (env CONNECTOR_TIMEOUT; default %(default)s)",
+    )
+    command.add_argument(
+        "--retries",
+        type=int,
+        default=int(_env_number("CONNECTOR_RETRIES", 5)),
+        help="retries of a request after an HTTP error or timeout (env CONNECTOR_RETRIES; "
+        "default %(default)s)",
+    )
+    command.add_argument(
+        "--backoff",
+        type=float,
+        default=_env_number("CONNECTOR_BACKOFF", 0.5, float),
+        help="first retry delay in seconds, doubled on each retry up to 30 "
+        "(env CONNECTOR_BACKOFF; default %(default)s)",
+    )
+    command.add_argument(
+        "--status-file",
+        type=Path,
+        help="also write the result as JSON to this file",
+    )
+    progress = command.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress bar (default: when standard error is a terminal)",
+    )
+    progress.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m connector",
-        description="Reference connector of the partner system: pushes posted stock documents.",
+        description=(
+            "Reference connector of the partner system: pushes posted stock documents, "
+            "pulls pending orders and acknowledges them."
+        ),
     )
     commands = parser.add_subparsers(dest="command", required=True)
     push = commands.add_parser(
@@ -68,59 +145,61 @@ def build_parser() -> argparse.ArgumentParser:
         help="document format (default: from the file suffix; json for standard input)",
     )
     push.add_argument(
-        "--base-url",
-        default=os.environ.get("CONNECTOR_BASE_URL", DEFAULT_BASE_URL),
-        help="service root address (env CONNECTOR_BASE_URL; default %(default)s)",
-    )
-    push.add_argument(
-        "--api-key",
-        default=os.environ.get("CONNECTOR_API_KEY"),
-        help="API key (env CONNECTOR_API_KEY; prefer the environment, a flag shows in ps)",
-    )
-    push.add_argument(
         "--chunk-size",
         type=int,
         default=int(_env_number("CONNECTOR_CHUNK_SIZE", DEFAULT_CHUNK_SIZE)),
         help="rows per batch request, at most the server's limit "
         "(env CONNECTOR_CHUNK_SIZE; default %(default)s)",
     )
-    push.add_argument(
-        "--timeout",
-        type=float,
-        default=_env_number("CONNECTOR_TIMEOUT", 120.0, float),
-        help="seconds to wait for each response (env CONNECTOR_TIMEOUT; default %(default)s)",
-    )
-    push.add_argument(
-        "--retries",
-        type=int,
-        default=int(_env_number("CONNECTOR_RETRIES", 5)),
-        help="retries of a chunk after an HTTP error or timeout (env CONNECTOR_RETRIES; "
-        "default %(default)s)",
-    )
-    push.add_argument(
-        "--backoff",
-        type=float,
-        default=_env_number("CONNECTOR_BACKOFF", 0.5, float),
-        help="first retry delay in seconds, doubled on each retry up to 30 "
-        "(env CONNECTOR_BACKOFF; default %(default)s)",
-    )
     push.add_argument("--actor", help="who pushes (sync_context.actor), e.g. a user name")
     push.add_argument(
-        "--status-file",
-        type=Path,
-        help="also write the result (sync status and every chunk) to this JSON file",
-    )
-    progress = push.add_mutually_exclusive_group()
-    progress.add_argument(
-        "--progress",
-        dest="progress",
+        "--dry-run",
         action="store_true",
-        default=None,
-        help="show a progress bar (default: when standard error is a terminal)",
+        help="send every chunk as a dry run: print what the push would do and every field it "
+        "would change (a table on a terminal, tab-separated lines otherwise; JSON in "
+        "--status-file), and apply nothing",
     )
-    progress.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="never show a progress bar"
+    _service_options(push)
+
+    orders = commands.add_parser(
+        "orders",
+        help="take the orders waiting for the partner system, acknowledge them",
+        description="Pull pending orders into files; acknowledge them from a CSV.",
     )
+    order_commands = orders.add_subparsers(dest="orders_command", required=True)
+    pull = order_commands.add_parser(
+        "pull",
+        help="write every pending order to DIR/<order number>.json",
+        description=(
+            "Follow the pages of the order poll and write each pending order to "
+            "DIR/<order number>.json (atomically; a file already there is left alone, so a "
+            "re-run is safe). Exit status: 0 done, 3 the service refused the poll, 4 not "
+            "finished (no answer or key refused: pull again later), 2 usage."
+        ),
+    )
+    pull.add_argument("--out", type=Path, required=True, help="folder for the order files")
+    pull.add_argument(
+        "--limit",
+        type=int,
+        default=int(_env_number("CONNECTOR_PAGE_SIZE", DEFAULT_PAGE_SIZE)),
+        help=f"orders per page, 1 to {PAGE_SIZE_MAX} (env CONNECTOR_PAGE_SIZE; "
+        "default %(default)s)",
+    )
+    _service_options(pull)
+    ack = order_commands.add_parser(
+        "ack",
+        help="acknowledge the orders of a CSV of order_id,partner_reference",
+        description=(
+            "Acknowledge each line of a CSV with the columns order_id and partner_reference "
+            "(an order_number column and others may stand beside them), as the ERP's import "
+            "produces it. Exit status: 0 every order acknowledged (first time or repeat), "
+            "1 some orders need a person (conflict, not found, refused), 4 not finished (no "
+            "answer or key refused: run it again later, repeats are harmless), 2 invalid file "
+            "or usage (nothing sent)."
+        ),
+    )
+    ack.add_argument("file", help="CSV file, or - for standard input")
+    _service_options(ack)
     return parser
 
 
@@ -144,15 +223,51 @@ def main(
 
     if not args.api_key:
         return usage("no API key: set CONNECTOR_API_KEY or pass --api-key.")
-    if args.chunk_size < 1:
-        return usage("--chunk-size must be at least 1.")
     if args.retries < 0:
         return usage("--retries must be 0 or more.")
     if args.timeout <= 0:
         return usage("--timeout must be positive.")
+    io = _IO(stdout=stdout, stderr=stderr, stdin=stdin or sys.stdin, sleep=sleep)
+    transport = transport or HttpTransport()
+    if args.command == "orders":
+        if args.orders_command == "pull":
+            return _orders_pull(args, transport, io, usage)
+        return _orders_ack(args, transport, io, usage)
+    return _push(args, transport, io, usage)
+
+
+@dataclass
+class _IO:
+    stdout: TextIO
+    stderr: TextIO
+    stdin: TextIO
+    sleep: Callable[[float], None] | None
+
+
+def _client(args, transport: Transport, io: _IO, on_retry) -> ServiceClient:
+    return ServiceClient(
+        base_url=args.base_url,
+        api_key=args.api_key,
+        transport=transport,
+        timeout=args.timeout,
+        retry=RetryPolicy(attempts=args.retries + 1, base_delay=args.backoff),
+        on_retry=on_retry,
+        **({"sleep": io.sleep} if io.sleep is not None else {}),
+    )
+
+
+def _write_status(path: Path | None, data: dict) -> None:
+    if path is not None:
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _push(args, transport: Transport, io: _IO, usage) -> int:
+    stdout, stderr, stdin = io.stdout, io.stderr, io.stdin
+    if args.chunk_size < 1:
+        return usage("--chunk-size must be at least 1.")
     try:
         if args.document == "-":
-            document = parse_document((stdin or sys.stdin).read(), fmt=args.format or "json")
+            document = parse_document(stdin.read(), fmt=args.format or "json")
         else:
             document = load_document(args.document, fmt=args.format)
     except DocumentNotPosted as exc:
@@ -166,15 +281,7 @@ def main(
             f"(same request_id {document.number})\n"
         )
 
-    client = ServiceClient(
-        base_url=args.base_url,
-        api_key=args.api_key,
-        transport=transport or HttpTransport(),
-        timeout=args.timeout,
-        retry=RetryPolicy(attempts=args.retries + 1, base_delay=args.backoff),
-        on_retry=on_retry,
-        **({"sleep": sleep} if sleep is not None else {}),
-    )
+    client = _client(args, transport, io, on_retry)
     show_progress = args.progress
     if show_progress is None:
         show_progress = stderr.isatty() and len(document.rows) > args.chunk_size
@@ -186,18 +293,141 @@ def main(
 
     try:
         result = push_document(
-            document, client=client, chunk_size=args.chunk_size, actor=args.actor, on_chunk=on_chunk
+            document,
+            client=client,
+            chunk_size=args.chunk_size,
+            actor=args.actor,
+            on_chunk=on_chunk,
+            dry_run=args.dry_run,
         )
     finally:
         if bar is not None:
             bar.close()
     stdout.write(result.summary() + "\n")
-    if args.status_file is not None:
-        args.status_file.write_text(json.dumps(result.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if args.dry_run:
+        stdout.write(changes_text(result.changes, table=stdout.isatty()))
+    _write_status(args.status_file, result.as_dict())
     return EXIT_CODES[result.status]
 
 
-def _progress_bar(total: int, number: str, stream: TextIO):
+def _report_retry(stderr: TextIO, retries: int):
+    def on_retry(request, attempt: int, problem: str, wait: float) -> None:
+        stderr.write(f"{request.label}: {problem}; retry {attempt} of {retries} in {wait:g} s\n")
+
+    return on_retry
+
+
+def _orders_pull(args, transport: Transport, io: _IO, usage) -> int:
+    if not 1 <= args.limit <= PAGE_SIZE_MAX:
+        return usage(f"--limit must be 1 to {PAGE_SIZE_MAX}.")
+    if args.out.exists() and not args.out.is_dir():
+        return usage(f"{args.out} is not a folder.")
+    client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
+    show_progress = io.stderr.isatty() if args.progress is None else args.progress
+    # How many orders wait is not known before the last page: the bar counts without a total.
+    bar = _progress_bar(None, "orders", io.stderr, unit="order") if show_progress else None
+
+    def on_file(path: str) -> None:
+        io.stdout.write(f"wrote {path}\n")
+
+    def on_page(orders: int) -> None:
+        if bar is not None:
+            bar.update(orders)
+
+    try:
+        result = orders_pull(
+            client=client, folder=args.out, page_size=args.limit, on_file=on_file, on_page=on_page
+        )
+    except OSError as exc:
+        return usage(f"cannot write to {args.out}: {exc}")
+    finally:
+        if bar is not None:
+            bar.close()
+    io.stdout.write(result.summary() + "\n")
+    _write_status(args.status_file, result.as_dict())
+    return ORDER_EXIT_CODES[result.outcome]
+
+
+def _orders_ack(args, transport: Transport, io: _IO, usage) -> int:
+    try:
+        text = io.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
+        lines = parse_ack_file(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        return usage(f"cannot read {args.file}: {exc}")
+    except AckFileInvalid as exc:
+        shown = "\n  ".join(exc.problems[:20])
+        more = f"\n  (+{len(exc.problems) - 20} more)" if len(exc.problems) > 20 else ""
+        return usage(f"{args.file}: nothing was sent:\n  {shown}{more}")
+    client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
+    show_progress = io.stderr.isatty() if args.progress is None else args.progress
+    bar = (
+        _progress_bar(len(lines), "acknowledge", io.stderr, unit="order") if show_progress else None
+    )
+
+    def on_line(outcome: AckLineResult) -> None:
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        result = orders_acknowledge(lines, client=client, on_line=on_line)
+    finally:
+        if bar is not None:
+            bar.close()
+    io.stdout.write(result.summary() + "\n")
+    _write_status(args.status_file, result.as_dict())
+    return ORDER_EXIT_CODES[result.outcome]
+
+
+CHANGE_COLUMNS = ("chunk", "index", "stock_code", "ean", "field", "old", "new")
+
+
+def changes_text(changes: list[dict], *, table: bool) -> str:
+    """A dry run's changes: an aligned table for people, tab-separated lines for programs."""
+    if not changes:
+        return "No field would change.\n"
+    rows = [
+        [
+            _value(change.get(name)) if name in ("old", "new") else str(change.get(name, ""))
+            for name in CHANGE_COLUMNS
+        ]
+        for change in changes
+    ]
+    if not table:
+        lines = ["\t".join(CHANGE_COLUMNS)]
+        lines += ["\t".join(cell.replace("\t", " ") for cell in row) for row in rows]
+        return "\n".join(lines) + "\n"
+    widths = [
+        max(len(name), *(len(row[i]) for row in rows)) for i, name in enumerate(CHANGE_COLUMNS)
+    ]
+
+    def line(cells) -> str:
+        return "  ".join(
+            cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
+        ).rstrip()
+
+    out = [f"Changes the push would make ({len(changes)}):", line(CHANGE_COLUMNS)]
+    out.append(line(["-" * width for width in widths]))
+    out += [line(row) for row in rows]
+    return "\n".join(out) + "\n"
+
+
+def _value(value) -> str:
+    # Values in JSON spelling, so that null, true and "5" (text) are told from 5 (a number);
+    # plain text stays plain.
+    if isinstance(value, str) and value and value.strip() == value and not _is_json(value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _progress_bar(total: int | None, number: str, stream: TextIO, *, unit: str = "row"):
     try:
         from tqdm import tqdm
     except ImportError:  # the connector still works without it, only without a bar
@@ -208,7 +438,7 @@ def _progress_bar(total: int, number: str, stream: TextIO):
     return tqdm(
         total=total,
         desc=number,
-        unit="row",
+        unit=unit,
         file=stream,
         leave=False,
         mininterval=0,

@@ -12,7 +12,9 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,14 @@ STRING_FIELDS = (
 BOOLEAN_FIELDS = ("run_on_flat", "on_promotion", "on_clearance", "discontinued")
 ROW_FIELDS = (*REQUIRED_FIELDS, *STRING_FIELDS, *BOOLEAN_FIELDS, "weight_kg")
 CSV_DOCUMENT_COLUMNS = ("document_number", "document_type", "document_state")
+# Optional document columns of a CSV document: when the document was posted. The JSON form
+# names it `posted_at`, and so may a CSV header.
+CSV_POSTED_AT_COLUMNS = ("document_posted_at", "posted_at")
+# An ISO 8601 date and time, with or without an offset (the service reads a naive one in its own
+# time zone); a date alone is not the moment a document was posted.
+POSTED_AT_FORMAT = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?([Zz]|[+-]\d{2}(:?\d{2})?)?"
+)
 CSV_TRUE = {"true", "1", "yes", "y"}
 CSV_FALSE = {"false", "0", "no", "n"}
 MAX_PROBLEMS = 50
@@ -70,6 +80,9 @@ class Document:
     type: str
     state: str
     rows: tuple[dict[str, Any], ...]
+    # When the document was posted (ISO 8601 date-time, as written in the document), if known:
+    # the service then leaves alone products that a later document has already set.
+    posted_at: str | None = None
 
     @property
     def source_type(self) -> str:
@@ -106,13 +119,20 @@ def parse_document(text: str, *, fmt: str) -> Document:
 
 
 def document_from_dict(data: Any) -> Document:
-    """A document from its JSON form: {"number", "type", "state", "rows": [...]}."""
+    """A document from its JSON form: {"number", "type", "state", "posted_at", "rows": [...]}."""
     if not isinstance(data, dict):
         raise DocumentInvalid("a JSON document must be an object with number, type, state, rows.")
     rows = data.get("rows")
     if not isinstance(rows, list):
         raise DocumentInvalid("rows: must be a list of objects.")
-    return _build(data.get("number"), data.get("type"), data.get("state"), rows, where="row")
+    return _build(
+        data.get("number"),
+        data.get("type"),
+        data.get("state"),
+        rows,
+        where="row",
+        posted_at=data.get("posted_at"),
+    )
 
 
 def document_from_csv(text: str) -> Document:
@@ -128,7 +148,8 @@ def document_from_csv(text: str) -> Document:
         raise DocumentInvalid(f"CSV header lacks the column(s): {', '.join(missing)}.")
     if not lines:
         raise DocumentInvalid("the CSV document has no rows.")
-    heads: dict[str, set[str]] = {name: set() for name in CSV_DOCUMENT_COLUMNS}
+    head_columns = (*CSV_DOCUMENT_COLUMNS, *(c for c in CSV_POSTED_AT_COLUMNS if c in header))
+    heads: dict[str, set[str]] = {name: set() for name in head_columns}
     rows = []
     for line in lines:
         record = {
@@ -136,7 +157,7 @@ def document_from_csv(text: str) -> Document:
             for key, value in line.items()
             if key is not None
         }
-        for name in CSV_DOCUMENT_COLUMNS:
+        for name in head_columns:
             heads[name].add(record.pop(name) or "")
         rows.append({key: _csv_value(key, value) for key, value in record.items()})
     for name, values in heads.items():
@@ -145,7 +166,13 @@ def document_from_csv(text: str) -> Document:
                 f"{name}: every line must carry the same value; found {sorted(values)}."
             )
     number, kind, state = (next(iter(heads[name])) for name in CSV_DOCUMENT_COLUMNS)
-    return _build(number, kind, state, rows, where="line", first=2)
+    posted = {value for name in CSV_POSTED_AT_COLUMNS for value in heads.get(name, ())}
+    if len(posted) > 1:
+        raise DocumentInvalid(
+            f"posted_at: every line must carry the same value; found {sorted(posted)}."
+        )
+    posted_at = next(iter(posted), "") or None
+    return _build(number, kind, state, rows, where="line", first=2, posted_at=posted_at)
 
 
 def _csv_value(name: str, value: Any) -> Any:
@@ -180,8 +207,28 @@ def _number(name: str, value: Any) -> Any:
     return int(number) if number == number.to_integral_value() else float(number)
 
 
+def _posted_at_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or not POSTED_AT_FORMAT.fullmatch(value.strip()):
+        return (
+            f"posted_at: {value!r} is not an ISO 8601 date and time, "
+            "e.g. 2026-01-31T08:00:00+01:00."
+        )
+    try:
+        datetime.fromisoformat(value.strip().replace(",", "."))
+    except ValueError:
+        return f"posted_at: {value!r} is not a valid date and time."
+    return None
+
+
 def _build(
-    number: Any, kind: Any, state: Any, records: list[Any], *, where: str, first: int = 0
+    number: Any,
+    kind: Any,
+    state: Any,
+    records: list[Any],
+    *,
+    where: str,
+    first: int = 0,
+    posted_at: Any = None,
 ) -> Document:
     problems = []
     if isinstance(number, int) and not isinstance(number, bool):
@@ -194,6 +241,8 @@ def _build(
         problems.append(f"type: {kind!r} is not one of {', '.join(sorted(SOURCE_TYPES))}.")
     if state not in STATES:
         problems.append(f"state: {state!r} is not one of {', '.join(STATES)}.")
+    if posted_at is not None and (problem := _posted_at_problem(posted_at)):
+        problems.append(problem)
     if problems:
         raise DocumentInvalid("; ".join(problems))
     if state == "draft":
@@ -230,7 +279,13 @@ def _build(
         raise DocumentInvalid(
             "the document has invalid rows:\n" + "\n".join(problems[:MAX_PROBLEMS]) + more
         )
-    return Document(number=number.strip(), type=kind, state=state, rows=tuple(rows))
+    return Document(
+        number=number.strip(),
+        type=kind,
+        state=state,
+        rows=tuple(rows),
+        posted_at=posted_at.strip() if posted_at is not None else None,
+    )
 
 
 def _row(record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

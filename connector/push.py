@@ -8,6 +8,10 @@ The rules are the interface's connector rules:
   the document type, the document number and the chunk's position ("chunk 2 of 3");
 - after each chunk, success, products_updated and unknown_products are evaluated: success false
   ends the document `failed` and no further chunk is sent; unknown keys make it `partial`;
+  stale items (a later document already set their product, see the document's `posted_at`)
+  are done: the newer state stands;
+- a dry run sends every chunk with `?dry_run=true`: the service answers what it would do and
+  the field changes it would make, and applies nothing;
 - an HTTP error or a timeout leaves the status unchanged and is retried with backoff, with the
   same request_id and the very same body, so the service can replay an applied chunk instead
   of applying it twice.
@@ -15,23 +19,26 @@ The rules are the interface's connector rules:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from connector.client import (
+    RETRY_STATUSES,
+    USER_AGENT,
+    RetriesExhausted,
+    RetryPolicy,
+    ServiceClient,
+    json_body,
+)
 from connector.document import Document, DocumentNotPosted
-from connector.transport import Reply, Transport, TransportError
+from connector.transport import Reply
 
 BATCH_PATH = "/api/v1/partner/products/sync"
 ITEM_PATH = "/api/v1/partner/products/item"
 DEFAULT_CHUNK_SIZE = 5000
-USER_AGENT = "stock-sync-connector/1.0"
-# Statuses that say "try again later" rather than "this request is wrong".
-RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 # A single-item refusal of these types means the key is unknown to the shop (the service has
 # recorded it for staff): for the document this is an unknown product, not a broken request.
 UNKNOWN_KEY_TYPES = frozenset({"unknown_key", "ambiguous_key"})
@@ -46,24 +53,6 @@ class SyncStatus(StrEnum):
     UNCHANGED = "unchanged"
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff: `attempts` tries in all, waiting base, twice that, four times
-    that and so on, up to max_delay."""
-
-    attempts: int = 6
-    base_delay: float = 0.5
-    max_delay: float = 30.0
-
-    def delay(self, retry: int, retry_after: str | None = None) -> float:
-        wait = min(self.max_delay, self.base_delay * (2 ** (retry - 1)))
-        if retry_after is not None:
-            # A server that says when to come back knows better than the backoff does.
-            with contextlib.suppress(ValueError):
-                wait = max(wait, min(self.max_delay, float(retry_after)))
-        return wait
-
-
 @dataclass
 class Chunk:
     index: int
@@ -72,6 +61,8 @@ class Chunk:
     path: str
     rows: int
     body: bytes
+    # The row keys of the chunk, in order: what a single item's refusal names.
+    keys: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -88,9 +79,15 @@ class ChunkResult:
     products_received: int = 0
     products_updated: int = 0
     unknown_products: int = 0
+    stale_products: int = 0
     replayed: bool = False
     attempts: int = 0
     message: str = ""
+    # As the service lists them: {"index" (in the chunk), "stock_code", "ean"[, "reason"]}.
+    unknown_keys: list[dict[str, Any]] = field(default_factory=list)
+    stale_keys: list[dict[str, Any]] = field(default_factory=list)
+    # A dry run's changes: {"index", "stock_code", "ean", "field", "old", "new"}.
+    changes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -106,6 +103,8 @@ class PushResult:
     status: SyncStatus
     chunks: list[ChunkResult] = field(default_factory=list)
     reason: str = ""
+    # Every chunk was sent as a dry run: nothing was applied.
+    dry_run: bool = False
 
     @property
     def products_updated(self) -> int:
@@ -115,19 +114,36 @@ class PushResult:
     def unknown_products(self) -> int:
         return sum(chunk.unknown_products for chunk in self.chunks)
 
+    @property
+    def stale_products(self) -> int:
+        return sum(chunk.stale_products for chunk in self.chunks)
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        """A dry run's changes of every chunk, each with its chunk number."""
+        return [
+            {"chunk": chunk.index, **change} for chunk in self.chunks for change in chunk.changes
+        ]
+
     def summary(self) -> str:
         sent = len(self.chunks)
+        verb = "would be updated" if self.dry_run else "updated"
         lines = [
             f"Document {self.document} ({self.document_type}, {_count_of(self.rows, 'row')}, "
-            f"{_count_of(self.chunks_total, 'chunk')}): {self.status}",
-            f"  products updated {self.products_updated}, unknown products "
-            f"{self.unknown_products}, chunks answered {sent} of {self.chunks_total}",
+            f"{_count_of(self.chunks_total, 'chunk')}): {self.status}"
+            + (" (dry run: nothing was applied)" if self.dry_run else ""),
+            f"  products {verb} {self.products_updated}, unknown products "
+            f"{self.unknown_products}, stale products {self.stale_products}, chunks answered "
+            f"{sent} of {self.chunks_total}",
         ]
         for chunk in self.chunks:
             line = (
                 f"  {chunk.label}: {_count_of(chunk.rows, 'row')}, HTTP {chunk.status_code or '-'}, "
-                f"updated {chunk.products_updated}, unknown {chunk.unknown_products}"
+                f"updated {chunk.products_updated}, unknown {chunk.unknown_products}, "
+                f"stale {chunk.stale_products}"
             )
+            if self.dry_run:
+                line += f", {_count_of(len(chunk.changes), 'change')}"
             if chunk.replayed:
                 line += ", replayed"
             if chunk.attempts > 1:
@@ -135,19 +151,23 @@ class PushResult:
             if chunk.message:
                 line += f" ({chunk.message})"
             lines.append(line)
+            lines.extend(_key_lines("unknown", chunk.unknown_keys))
+            lines.extend(_key_lines("stale", chunk.stale_keys))
         if self.reason:
             lines.append(f"  {self.reason}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "document": self.document,
             "document_type": self.document_type,
             "sync_status": str(self.status),
+            "dry_run": self.dry_run,
             "rows": self.rows,
             "chunks_total": self.chunks_total,
             "products_updated": self.products_updated,
             "unknown_products": self.unknown_products,
+            "stale_products": self.stale_products,
             "reason": self.reason,
             "chunks": [
                 {
@@ -158,103 +178,50 @@ class PushResult:
                     "products_received": chunk.products_received,
                     "products_updated": chunk.products_updated,
                     "unknown_products": chunk.unknown_products,
+                    "stale_products": chunk.stale_products,
+                    "unknown_keys": chunk.unknown_keys,
+                    "stale_keys": chunk.stale_keys,
                     "replayed": chunk.replayed,
                     "attempts": chunk.attempts,
                     "message": chunk.message,
+                    **({"changes": chunk.changes} if self.dry_run else {}),
                 }
                 for chunk in self.chunks
             ],
         }
+        return data
+
+
+# Keys listed per chunk in the summary; the status file has them all.
+MAX_KEYS_SHOWN = 20
+
+
+def _key_lines(kind: str, keys: list[dict[str, Any]]) -> list[str]:
+    if not keys:
+        return []
+    lines = [f"    {kind} keys:"]
+    for key in keys[:MAX_KEYS_SHOWN]:
+        text = f"      [{key.get('index')}] stock_code {key.get('stock_code')!r}"
+        if key.get("ean"):
+            text += f", ean {key.get('ean')!r}"
+        if key.get("reason"):
+            text += f" ({key['reason']})"
+        lines.append(text)
+    if len(keys) > MAX_KEYS_SHOWN:
+        lines.append(f"      ... and {len(keys) - MAX_KEYS_SHOWN} more (see --status-file)")
+    return lines
 
 
 def _count_of(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
-class RetriesExhausted(Exception):
-    def __init__(self, message: str, *, attempts: int, last: Reply | None):
-        super().__init__(message)
-        self.attempts = attempts
-        self.last = last
-
-
-class ServiceClient:
-    """Sends one chunk, retrying transport failures and transient statuses with backoff."""
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        api_key: str,
-        transport: Transport,
-        timeout: float = 120.0,
-        retry: RetryPolicy | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        on_retry: Callable[[Chunk, int, str, float], None] | None = None,
-    ):
-        self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
-        self.transport = transport
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
-        self.sleep = sleep
-        self.on_retry = on_retry
-
-    def send(self, chunk: Chunk) -> tuple[Reply, int]:
-        """The chunk's final reply and the number of attempts it took."""
-        headers = {
-            "X-API-Key": self.api_key,
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": USER_AGENT,
-        }
-        url = self.base_url + chunk.path
-        last: Reply | None = None
-        for attempt in range(1, self.retry.attempts + 1):
-            retry_after = None
-            try:
-                reply = self.transport.request(
-                    chunk.method, url, headers=headers, body=chunk.body, timeout=self.timeout
-                )
-            except TransportError as exc:
-                problem = str(exc)
-            else:
-                if reply.status not in RETRY_STATUSES and _readable(reply):
-                    return reply, attempt
-                last = reply
-                retry_after = reply.header("Retry-After")
-                problem = f"HTTP {reply.status}" + (
-                    "" if reply.status in RETRY_STATUSES else ", response is not JSON"
-                )
-            if attempt == self.retry.attempts:
-                raise RetriesExhausted(
-                    f"{chunk.label}: gave up after {attempt} attempts; last: {problem}",
-                    attempts=attempt,
-                    last=last,
-                )
-            wait = self.retry.delay(attempt, retry_after)
-            if self.on_retry is not None:
-                self.on_retry(chunk, attempt, problem, wait)
-            self.sleep(wait)
-        raise AssertionError("unreachable")
-
-
-def _readable(reply: Reply) -> bool:
-    """A 2xx reply must carry the JSON sync response; one that does not was cut or mangled."""
-    if not 200 <= reply.status < 300:
-        return True
-    return isinstance(_json(reply), dict)
-
-
-def _json(reply: Reply) -> Any:
-    try:
-        return json.loads(reply.body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-
-
 def plan_chunks(
-    document: Document, *, chunk_size: int = DEFAULT_CHUNK_SIZE, actor: str | None = None
+    document: Document,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    actor: str | None = None,
+    dry_run: bool = False,
 ) -> list[Chunk]:
     """The requests that push the document, each with its exact body (reused on every retry)."""
     if chunk_size < 1:
@@ -274,6 +241,8 @@ def plan_chunks(
         }
         if actor:
             context["actor"] = actor
+        if document.posted_at:
+            context["posted_at"] = document.posted_at
         if len(rows) == 1:
             body: dict[str, Any] = {
                 **part[0],
@@ -293,9 +262,10 @@ def plan_chunks(
                 index=index,
                 total=total,
                 method=method,
-                path=path,
+                path=path + ("?dry_run=true" if dry_run else ""),
                 rows=len(part),
                 body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+                keys=tuple((row["stock_code"], row.get("ean", "")) for row in part),
             )
         )
     return chunks
@@ -308,19 +278,25 @@ def push_document(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     actor: str | None = None,
     on_chunk: Callable[[ChunkResult], None] | None = None,
+    dry_run: bool = False,
 ) -> PushResult:
-    """Push a posted document chunk by chunk and decide its sync status."""
+    """Push a posted document chunk by chunk and decide its sync status.
+
+    With `dry_run` every chunk is sent as a dry run: the result tells what the push would do
+    and lists the changes, and nothing is applied.
+    """
     if not document.posted:
         raise DocumentNotPosted(
             f"document {document.number} is {document.state}: the service must not be called."
         )
-    chunks = plan_chunks(document, chunk_size=chunk_size, actor=actor)
+    chunks = plan_chunks(document, chunk_size=chunk_size, actor=actor, dry_run=dry_run)
     result = PushResult(
         document=document.number,
         document_type=document.type,
         rows=len(document.rows),
         chunks_total=len(chunks),
         status=SyncStatus.SYNCED,
+        dry_run=dry_run,
     )
     partial = False
     for chunk in chunks:
@@ -362,22 +338,28 @@ def _notify(on_chunk: Callable[[ChunkResult], None] | None, outcome: ChunkResult
 
 def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | None:
     """What this chunk's reply means for the document: None to go on, or a status."""
-    data = _json(reply)
+    data = json_body(reply)
     if reply.status == 200:
         outcome.success = data.get("success") is True
         outcome.products_received = _count(data.get("products_received"))
         outcome.products_updated = _count(data.get("products_updated"))
         outcome.unknown_products = _count(data.get("unknown_products"))
+        outcome.stale_products = _count(data.get("stale_products"))
+        outcome.unknown_keys = _entries(data.get("unknown_keys"))
+        outcome.stale_keys = _entries(data.get("stale_keys"))
+        outcome.changes = _entries(data.get("changes"))
         outcome.replayed = (reply.header("Idempotent-Replayed") or "").lower() == "true"
         if not outcome.success:
             outcome.message = str(data.get("message") or "the service answered success false")
             return SyncStatus.FAILED
         if outcome.unknown_products > 0:
             return SyncStatus.PARTIAL
-        if outcome.products_updated < chunk.rows:
-            # Every row is either matched or unknown; fewer of both than sent is not "synced".
+        if outcome.products_updated + outcome.stale_products < chunk.rows:
+            # Every row is applied, stale (a later document stands) or unknown; fewer of all
+            # three than sent is not "synced".
             outcome.message = (
-                f"only {outcome.products_updated} of {chunk.rows} rows were matched to products"
+                f"only {outcome.products_updated + outcome.stale_products} of {chunk.rows} rows "
+                "were matched to products"
             )
             return SyncStatus.PARTIAL
         return None
@@ -391,6 +373,12 @@ def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | 
     ):
         outcome.unknown_products = 1
         outcome.message = problems[0].get("type", "unknown_key")
+        if chunk.keys:
+            stock_code, ean = chunk.keys[0]
+            reason = "ambiguous" if outcome.message == "ambiguous_key" else "unknown"
+            outcome.unknown_keys = [
+                {"index": 0, "stock_code": stock_code, "ean": ean, "reason": reason}
+            ]
         return SyncStatus.PARTIAL
     if reply.status in (401, 403):
         outcome.message = f"the API key was refused ({_detail(data)})"
@@ -401,6 +389,10 @@ def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | 
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _entries(value: Any) -> list[dict[str, Any]]:
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
 
 
 def _problems(data: Any) -> list[dict[str, Any]]:
@@ -421,3 +413,20 @@ def _detail(data: Any) -> str:
     if isinstance(data, dict) and isinstance(data.get("detail"), str):
         return data["detail"]
     return "no detail"
+
+
+__all__ = [
+    "BATCH_PATH",
+    "ITEM_PATH",
+    "RETRY_STATUSES",
+    "USER_AGENT",
+    "Chunk",
+    "ChunkResult",
+    "PushResult",
+    "RetriesExhausted",
+    "RetryPolicy",
+    "ServiceClient",
+    "SyncStatus",
+    "plan_chunks",
+    "push_document",
+]

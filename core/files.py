@@ -6,6 +6,7 @@ the error names every bad record with where it stands ("item 2", "line 3", "orde
 
 import csv
 import json
+import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,30 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 
 CSV_TRUE = {"true", "1", "yes", "y"}
 CSV_FALSE = {"false", "0", "no", "n"}
+
+
+# A spreadsheet reads a cell beginning with one of these as a formula (CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def spreadsheet_text(text: str) -> str:
+    """A text cell as a file for people carries it: an apostrophe before a would-be formula.
+
+    A cell that begins like a formula and is not a number ("-5" is one) is written with a
+    leading apostrophe, which spreadsheets show as text and do not store.
+    """
+    if text.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def spreadsheet_value(cell: str) -> str:
+    """The text of a cell read from a file for people: the apostrophe of `spreadsheet_text`
+    removed where it stands before a formula's first character, and nowhere else."""
+    if cell.startswith("'") and cell[1:].startswith(FORMULA_STARTS):
+        return cell[1:]
+    return cell
 
 
 class FileInvalid(Exception):
@@ -67,7 +92,7 @@ def _csv_value(value: str | None, *, boolean: bool) -> Any:
             return True
         if lowered in CSV_FALSE:
             return False
-    return value
+    return spreadsheet_value(value)
 
 
 def read_valid_records(

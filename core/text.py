@@ -1,11 +1,18 @@
 """The rules every app's text follows."""
 
+import math
+import unicodedata
 from typing import Annotated, Any
 
-from pydantic import Strict, StringConstraints
+from pydantic import BaseModel, ConfigDict, Strict, StringConstraints, ValidationError
+from pydantic import model_validator as _model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 # PostgreSQL text cannot hold NUL; refuse it on every database so both behave the same.
 NO_NUL_PATTERN = r"^[^\x00]*$"
+
+# Unicode's control (NUL, tab, DEL, ...) and format (zero-width space, BOM, ...) characters.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf"})
 
 
 def text_field(
@@ -25,3 +32,77 @@ def text_field(
             pattern=NO_NUL_PATTERN,
         ),
     ]
+
+
+def has_invisible_characters(value: str) -> bool:
+    """Whether `value` holds a control or format character (Unicode categories Cc, Cf)."""
+    if value.isascii():
+        # In ASCII only the control characters are not printable (the space is).
+        return not value.isprintable()
+    return any(unicodedata.category(char) in INVISIBLE_CATEGORIES for char in value)
+
+
+def visible_text(value: str) -> str:
+    """`value` without white space, control and format characters: what a reader sees."""
+    return "".join(
+        char
+        for char in value
+        if not char.isspace() and unicodedata.category(char) not in INVISIBLE_CATEGORIES
+    )
+
+
+def key_text(value: str) -> str:
+    """A key as it is compared and stored: surrounding white space stripped, then NFC.
+
+    A key holding a control or format character is refused: it would look like another key
+    and never match it.
+    """
+    value = value.strip()
+    if not value.isascii():
+        value = unicodedata.normalize("NFC", value)
+    if has_invisible_characters(value):
+        raise PydanticCustomError(
+            "invalid_characters",
+            "A key must not contain control or format characters (NUL, tab, zero-width space, BOM)",
+        )
+    return value
+
+
+def non_finite_number(value: Any) -> bool:
+    """Whether `value` is a JSON number too large for a float (1e309 parses as infinity)."""
+    return value.__class__ is float and not math.isfinite(value)
+
+
+class TextFromNumbers(BaseModel):
+    """A model whose string fields take a JSON number as its text ("205").
+
+    A number that is not finite is refused in every field instead of becoming the text "inf".
+    One check per object, not per field: a batch has 100,000 string fields.
+    """
+
+    model_config = ConfigDict(coerce_numbers_to_str=True)
+
+    @_model_validator(mode="before")
+    @classmethod
+    def _refuse_non_finite_numbers(cls, data: Any) -> Any:
+        # `float in map(type, ...)` runs in C; most objects hold no float at all.
+        if (
+            isinstance(data, dict)
+            and float in map(type, data.values())
+            and any(non_finite_number(v) for v in data.values())
+        ):
+            raise ValidationError.from_exception_data(
+                cls.__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "finite_number", "Input should be a finite number"
+                        ),
+                        loc=(name,),
+                        input=str(value),
+                    )
+                    for name, value in data.items()
+                    if non_finite_number(value)
+                ],
+            )
+        return data

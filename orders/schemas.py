@@ -11,7 +11,6 @@ from typing import Annotated, Any
 from django.utils import timezone
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -20,7 +19,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from core.text import text_field
+from core.text import TextFromNumbers, text_field
 from orders import models as m
 
 
@@ -61,8 +60,8 @@ Money = Annotated[
 OptionalText = Annotated[_text(m.TEXT_MAX_LENGTH) | None, BeforeValidator(_empty_as_none)]
 
 
-class OrderCustomerRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+class OrderCustomerRecord(TextFromNumbers):
+    model_config = ConfigDict(extra="ignore")
 
     name: _text(m.NAME_MAX_LENGTH, required=True)  # type: ignore[valid-type]
     email: _text(m.EMAIL_MAX_LENGTH, required=True)  # type: ignore[valid-type]
@@ -77,8 +76,8 @@ class OrderCustomerRecord(BaseModel):
     zip_code: OptionalText = None
 
 
-class OrderItemRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+class OrderItemRecord(TextFromNumbers):
+    model_config = ConfigDict(extra="ignore")
 
     name: _text(m.NAME_MAX_LENGTH, required=True)  # type: ignore[valid-type]
     quantity: Annotated[int, BeforeValidator(_refuse_bool), Field(ge=1, le=2**31 - 1)]
@@ -95,10 +94,10 @@ class OrderItemRecord(BaseModel):
     ] = None
 
 
-class OrderRecord(BaseModel):
+class OrderRecord(TextFromNumbers):
     """An order as the import file and the API carry it, without its internal id."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     order_number: _text(m.ORDER_NUMBER_MAX_LENGTH, required=True)  # type: ignore[valid-type]
     created_at: Annotated[datetime, AfterValidator(_aware)]

@@ -3,16 +3,24 @@
 The partner records are built as plain dicts from two queries (orders, then their items)
 whatever the number of orders: a poll of a thousand orders must not cost a thousand queries
 or a thousand model instances.
+
+A poll can be paged: a page holds at most `limit` orders and ends with a cursor, the key
+(created_at, order_id) of its last order, signed with the service's secret. The next page starts
+after that key, so an order acknowledged between two pages moves no other order in or out of
+the next one, and a page costs what its orders cost, whatever the backlog behind it.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Min, QuerySet
+from django.core import signing
+from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
 from orders.models import CUSTOMER_FIELDS, ORDER_RECORD_COLUMNS, Order, OrderItem
@@ -25,21 +33,116 @@ _ORDER_COLUMNS = ("id", "order_number", *ORDER_RECORD_COLUMNS)
 _ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "stock_code")
 
 
-def orders_for_partner(
-    *, partner_status: str = PartnerStatus.PENDING_PARTNER, since: datetime | None = None
-) -> list[dict[str, Any]]:
-    """The partner's orders in `partner_status` created at or after `since`, oldest first."""
+PAGE_LIMIT_MAX = 1000
+_CURSOR_SALT = "orders.poll.cursor"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class CursorInvalid(ValueError):
+    """The text is not a cursor this service issued (garbage, or its signature does not match)."""
+
+
+@dataclass(frozen=True)
+class OrderKey:
+    """Where an order stands in the listing order: (created_at, order_id)."""
+
+    created_at: datetime
+    order_id: int
+
+
+@dataclass(frozen=True)
+class OrderPage:
+    orders: list[dict[str, Any]]
+    # The key of the last order when more orders match after it; None on the last page.
+    next_key: OrderKey | None
+
+
+def _cursor_signer() -> signing.Signer:
+    # "." joins value and signature: every character of a cursor is then URL-safe
+    # (base64url and "."), so a client that does not encode its query string can send it back.
+    return signing.Signer(salt=_CURSOR_SALT, sep=".")
+
+
+def order_cursor_encode(key: OrderKey) -> str:
+    """The opaque, signed, URL-safe text of a key."""
+    micros = (key.created_at - _EPOCH) // timedelta(microseconds=1)
+    return _cursor_signer().sign_object([micros, key.order_id], serializer=_CompactJSONSerializer)
+
+
+def order_cursor_decode(text: str) -> OrderKey:
+    """The key of a cursor this service issued; CursorInvalid for anything else."""
+    try:
+        value = _cursor_signer().unsign_object(text, serializer=_CompactJSONSerializer)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
+        raise CursorInvalid("Not a cursor issued by this service") from exc
+    try:
+        micros, order_id = value
+        if not all(type(part) is int for part in value) or order_id < 0:
+            raise TypeError(value)
+        return OrderKey(created_at=_EPOCH + timedelta(microseconds=micros), order_id=order_id)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CursorInvalid("Not a cursor issued by this service") from exc
+
+
+class _CompactJSONSerializer:
+    def dumps(self, obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode("latin-1")
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data.decode("latin-1"))
+
+
+def _statuses(partner_status: str) -> list[str]:
     if partner_status == PARTNER_STATUS_ALL:
-        statuses = [PartnerStatus.PENDING_PARTNER, PartnerStatus.ACKNOWLEDGED]
-    else:
-        statuses = [PartnerStatus(partner_status)]
-    orders = Order.objects.filter(partner_sync_status__in=statuses)
+        return [PartnerStatus.PENDING_PARTNER, PartnerStatus.ACKNOWLEDGED]
+    return [PartnerStatus(partner_status)]
+
+
+def _listed(
+    orders: QuerySet[Order], since: datetime | None, after: OrderKey | None
+) -> QuerySet[Order]:
     if since is not None:
         orders = orders.filter(created_at__gte=since)
-    rows = orders.order_by("created_at", "id").values_list(*_ORDER_COLUMNS)
-    # The items are selected by the same conditions (a join), not by a list of a thousand ids.
-    items = OrderItem.objects.filter(order__in=orders.values("pk"))
-    return _partner_records(list(rows), items)
+    if after is not None:
+        # The `>=` bound is the range the (status, created_at, id) index scans; the rest of the
+        # condition drops the orders at the same instant up to the key's own.
+        orders = orders.filter(
+            Q(created_at__gte=after.created_at)
+            & (Q(created_at__gt=after.created_at) | Q(id__gt=after.order_id))
+        )
+    return orders.order_by("created_at", "id")
+
+
+def orders_page_for_partner(
+    *,
+    partner_status: str = PartnerStatus.PENDING_PARTNER,
+    since: datetime | None = None,
+    after: OrderKey | None = None,
+    limit: int | None = None,
+) -> OrderPage:
+    """The partner's orders in `partner_status` created at or after `since`, oldest first
+    (created_at, then order_id): those after the key `after`, at most `limit` of them (every
+    one without a limit)."""
+    statuses = _statuses(partner_status)
+    if limit is None:
+        orders = _listed(Order.objects.filter(partner_sync_status__in=statuses), since, after)
+        rows = list(orders.values_list(*_ORDER_COLUMNS))
+        # The items are selected by the same conditions (a join), not by a list of ids.
+        items = OrderItem.objects.filter(order__in=orders.values("pk"))
+        return OrderPage(orders=_partner_records(rows, items), next_key=None)
+    # One status at a time: each query reads its page straight off the index in order, where
+    # one query for two statuses would sort every matching order to find the first few. One
+    # order more than the page tells whether another page follows.
+    rows = []
+    for status in statuses:
+        orders = _listed(Order.objects.filter(partner_sync_status=status), since, after)
+        rows.extend(orders.values_list(*_ORDER_COLUMNS)[: limit + 1])
+    rows.sort(key=lambda row: (row[2], row[0]))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = OrderItem.objects.filter(order_id__in=[row[0] for row in rows])
+    next_key = OrderKey(created_at=rows[-1][2], order_id=rows[-1][0]) if more else None
+    return OrderPage(orders=_partner_records(rows, items), next_key=next_key)
 
 
 def order_for_partner(*, order_id: int) -> dict[str, Any] | None:

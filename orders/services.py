@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -45,13 +46,19 @@ class OrderAlreadyAcknowledged(Exception):
         self.partner_reference = partner_reference
 
 
+class Acknowledged(NamedTuple):
+    order: Order
+    # True when the order already had this reference: nothing changed.
+    repeated: bool
+
+
 class OrdersRefused(Refused):
     """The records break a rule; nothing was imported."""
 
 
 def order_acknowledge(
     *, order_id: int, partner_reference: str, note: str | None = None, client_name: str = ""
-) -> Order:
+) -> Acknowledged:
     """Record that the partner system registered the order under `partner_reference`.
 
     The row lock makes two concurrent acknowledgements queue: the second one sees the first
@@ -71,7 +78,7 @@ def order_acknowledge(
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
                 record_acknowledgement("repeated")
-                return order
+                return Acknowledged(order, repeated=True)
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
                 order,
@@ -86,7 +93,7 @@ def order_acknowledge(
         order.save(update_fields=["partner_sync_status", "partner_reference", "acknowledged_at"])
     _log_acknowledgement("acknowledged", order, client_name, note)
     record_acknowledgement("acknowledged")
-    return order
+    return Acknowledged(order, repeated=False)
 
 
 def _log_acknowledgement(what: str, order: Order, client_name: str, note: str | None) -> None:

@@ -1,9 +1,53 @@
+import time
 from dataclasses import dataclass
 
+from django.conf import settings
+from django.core.cache import cache
 from rest_framework import authentication, exceptions
 from rest_framework_api_key.models import APIKey
 
 HEADER = "X-API-Key"
+RATE_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600}
+RATE_PERIODS.update(d=86400, day=86400)
+
+
+class TooManyAuthenticationFailures(exceptions.Throttled):
+    default_detail = "Too many requests with an invalid API key from this address."
+
+
+def client_address(request) -> str:
+    """The client's address: the proxy's X-Forwarded-For entry when behind the proxy."""
+    meta = request.META
+    if settings.BEHIND_PROXY:
+        # The proxy appends the address it saw; entries before it are the client's own claims.
+        forwarded = meta.get("HTTP_X_FORWARDED_FOR", "").rsplit(",", 1)[-1].strip()
+        if forwarded:
+            return forwarded[:64]
+    return meta.get("REMOTE_ADDR") or "unknown"
+
+
+def count_authentication_failure(request) -> None:
+    """Count an invalid key for the client's address; 429 once it is over AUTH_FAILURE_RATE.
+
+    A fixed window per address in Django's cache: shared by every worker and app server when
+    CACHE_URL names a shared cache, per worker otherwise.
+    """
+    rate = settings.AUTH_FAILURE_RATE
+    if rate == "off":
+        return
+    allowed, _, unit = rate.partition("/")
+    period = RATE_PERIODS[unit]
+    now = time.time()
+    window = int(now // period)
+    key = f"auth-failures:{client_address(request)}:{period}:{window}"
+    cache.add(key, 0, timeout=period + 1)
+    try:
+        failures = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=period + 1)
+        failures = 1
+    if failures > int(allowed):
+        raise TooManyAuthenticationFailures(wait=max(1, int((window + 1) * period - now + 0.999)))
 
 
 @dataclass(frozen=True)
@@ -26,6 +70,14 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = request.META.get("HTTP_X_API_KEY")
         if key is None:
             return None
+        try:
+            return self._authenticate_key(request, key)
+        except exceptions.AuthenticationFailed:
+            # Only a key that was sent and is not valid counts; a valid key is never refused.
+            count_authentication_failure(request)
+            raise
+
+    def _authenticate_key(self, request, key: str):
         key = key.strip()
         # Keys are printable ASCII; anything else (a NUL byte would break a PostgreSQL query)
         # cannot be a key and is refused before it reaches the database.

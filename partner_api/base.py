@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from core.problems import Problem, problems_from_pydantic
 from partner_api.authentication import ApiKeyAuthentication
 from partner_api.exceptions import VALIDATION_RULES, RequestInvalid
+from partner_api.parsers import RequestTooLarge
 from partner_api.schemas import ErrorBody, ValidationErrorBody
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -37,6 +38,12 @@ class PartnerAPIView(APIView):
     content_negotiation_class = JSONOnlyNegotiation
     # Names the operation in the OpenAPI document and in the 400-versus-422 rule.
     operation_id: str = ""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        # After the key check: a bad key with an oversize body is 401 (config.middleware).
+        if getattr(request._request, "body_too_large", False):
+            raise RequestTooLarge()
 
 
 def validate(
@@ -75,8 +82,9 @@ RESPONSE_UNSUPPORTED_MEDIA_TYPE = OpenApiResponse(
 RESPONSE_THROTTLED = OpenApiResponse(
     ErrorBody,
     description=(
-        "The key is over its request rate (only when API_KEY_THROTTLE_RATE is set); "
-        "retry after the seconds in the Retry-After header."
+        "The key is over its request rate (only when API_KEY_THROTTLE_RATE is set), or "
+        "this address sent too many invalid keys (AUTH_FAILURE_RATE); retry after the "
+        "seconds in the Retry-After header."
     ),
 )
 RESPONSE_UNAVAILABLE = OpenApiResponse(ErrorBody, description="Database unavailable; retry later.")

@@ -78,7 +78,10 @@ VALIDATION_RULES: dict[str, ValidationRule] = {
         # `since` alone is a 400; any other invalid parameter makes it a 422 listing both.
         _is_not_since,
         bad_request='`since` is not a valid date or date-time (loc ["query", "since"]).',
-        unprocessable_entity='Invalid `partner_status` (loc ["query", "partner_status"]).',
+        unprocessable_entity=(
+            'Invalid `partner_status`, `limit` or `cursor` (loc ["query", "partner_status"], '
+            '["query", "limit"], ["query", "cursor"]); an invalid `since` is listed too.'
+        ),
     ),
     "orders_acknowledge": ValidationRule(
         lambda problem: True,
@@ -107,9 +110,15 @@ def validation_status(problems: Iterable[Problem], *, operation_id: str) -> int:
 
 
 class Conflict(exceptions.APIException):
+    """A 409; `fields` are added to the body beside `detail`."""
+
     status_code = status.HTTP_409_CONFLICT
     default_detail = "Conflict."
     default_code = "conflict"
+
+    def __init__(self, detail: str | None = None, **fields: Any):
+        super().__init__(detail)
+        self.fields = fields
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -197,7 +206,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         detail = exc.detail
         if isinstance(detail, dict | list):
             detail = str(exc.default_detail)
-        response.data = {"detail": str(detail)}
+        response.data = {"detail": str(detail), **getattr(exc, "fields", {})}
     return response
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from django.utils import timezone
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -19,8 +20,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from core.text import text_field
+from core.text import TextFromNumbers, text_field
 from orders.schemas import OrderCustomerRecord, PartnerReference
+from orders.selectors import PAGE_LIMIT_MAX, CursorInvalid, OrderKey, order_cursor_decode
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -92,6 +94,31 @@ Since = Annotated[
 ]
 
 
+def _positive_integer(value: Any) -> Any:
+    # The path carries text; only plain digits are an id ("1e3", " 7", "+7" are not).
+    if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value):
+        raise PydanticCustomError(
+            "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+        )
+    return value
+
+
+def _empty_is_absent(value: Any) -> Any:
+    return None if value == "" else value
+
+
+def _issued_cursor(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            order_cursor_decode(value)
+        except CursorInvalid:
+            raise PydanticCustomError(
+                "cursor_invalid",
+                "Input should be the next_cursor of an earlier response of this service",
+            ) from None
+    return value
+
+
 class OrderPollQuery(BaseModel):
     """The poll's query parameters: validated with this model, documented from it."""
 
@@ -110,25 +137,54 @@ class OrderPollQuery(BaseModel):
         default=PartnerStatusFilter.PENDING_PARTNER,
         description="Which orders: pending_partner (default), acknowledged, or all.",
     )
+    limit: Annotated[
+        Annotated[int, Field(ge=1, le=PAGE_LIMIT_MAX)] | None,
+        BeforeValidator(_positive_integer),
+        BeforeValidator(_empty_is_absent),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": PAGE_LIMIT_MAX},
+                    {"type": "string", "maxLength": 0},
+                ]
+            }
+        ),
+    ] = Field(
+        default=None,
+        description=(
+            "At most this many orders (1 to 1000); the response's next_cursor leads to "
+            "the next page. Without it (or empty) every matching order is returned."
+        ),
+        examples=[100],
+    )
+    cursor: Annotated[
+        str | None,
+        AfterValidator(_issued_cursor),
+        BeforeValidator(_empty_is_absent),
+        WithJsonSchema({"type": "string", "pattern": r"^[A-Za-z0-9_.\-]*$"}),
+    ] = Field(
+        default=None,
+        description=(
+            "The next_cursor of the previous page, as it was (URL-safe, opaque): the "
+            "orders after that page's last one. Empty means the first page. A cursor "
+            "the service did not issue is 422."
+        ),
+    )
 
-
-def _positive_integer(value: Any) -> Any:
-    # The path carries text; only plain digits are an id ("1e3", " 7", "+7" are not).
-    if isinstance(value, str) and not re.fullmatch(r"[0-9]+", value):
-        raise PydanticCustomError(
-            "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
-        )
-    return value
+    @property
+    def after(self) -> OrderKey | None:
+        """Where the cursor says to go on: after this order."""
+        return order_cursor_decode(self.cursor) if self.cursor is not None else None
 
 
 class OrderPath(BaseModel):
     order_id: Annotated[int, BeforeValidator(_positive_integer), Field(ge=1, le=ORDER_ID_MAX)]
 
 
-class AcknowledgeRequest(BaseModel):
+class AcknowledgeRequest(TextFromNumbers):
     """The partner system registered the order under its document number."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     partner_reference: PartnerReference = Field(
         description="Partner document number; 1 to 64 characters after stripping whitespace."
@@ -172,4 +228,17 @@ class Order(BaseModel):
 
 class OrderList(BaseModel):
     orders: list[Order]
-    count: int = Field(description="Number of orders returned.")
+    count: int = Field(description="Number of orders in this response.")
+    next_cursor: str | None = Field(
+        default=None,
+        description=(
+            "With `limit`: the cursor of the next page when more orders match after the last "
+            "one returned, otherwise null. Send it back as `cursor` with the same `since` and "
+            "`partner_status`."
+        ),
+    )
+
+
+class AcknowledgeConflict(BaseModel):
+    detail: str
+    partner_reference: str = Field(description="The partner reference the order already has.")

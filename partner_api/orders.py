@@ -4,7 +4,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from orders.selectors import order_for_partner, orders_for_partner
+from orders.selectors import order_cursor_encode, order_for_partner, orders_page_for_partner
 from orders.services import OrderAlreadyAcknowledged, OrderNotFound, order_acknowledge
 from partner_api.base import (
     BODY_RESPONSES,
@@ -18,6 +18,7 @@ from partner_api.base import (
 from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
 from partner_api.order_schemas import (
     ORDER_ID_MAX,
+    AcknowledgeConflict,
     AcknowledgeRequest,
     Order,
     OrderList,
@@ -38,7 +39,9 @@ class OrderPollView(PartnerAPIView):
         description=(
             "Orders meant for the partner system, oldest first (created_at, then order_id). "
             "By default only orders waiting for the partner (pending_partner). Orders without a "
-            "partner sync status are never listed. `count` is the number of orders returned."
+            "partner sync status are never listed. `count` is the number of orders returned. "
+            "With `limit` the orders come in pages: follow `next_cursor` until it is null, "
+            "sending the same `since` and `partner_status` with every page."
         ),
         parameters=query_parameters(OrderPollQuery),
         responses={
@@ -52,8 +55,16 @@ class OrderPollView(PartnerAPIView):
         query = validate(
             OrderPollQuery, query_data(OrderPollQuery, request.query_params), loc="query"
         )
-        orders = orders_for_partner(partner_status=query.partner_status.value, since=query.since)
-        return Response({"orders": orders, "count": len(orders)})
+        page = orders_page_for_partner(
+            partner_status=query.partner_status.value,
+            since=query.since,
+            after=query.after,
+            limit=query.limit,
+        )
+        next_cursor = order_cursor_encode(page.next_key) if page.next_key is not None else None
+        return Response(
+            {"orders": page.orders, "count": len(page.orders), "next_cursor": next_cursor}
+        )
 
 
 class OrderAcknowledgeView(PartnerAPIView):
@@ -75,7 +86,18 @@ class OrderAcknowledgeView(PartnerAPIView):
                 {"type": "integer", "minimum": 1, "maximum": ORDER_ID_MAX},
                 OpenApiParameter.PATH,
                 description="Internal order identifier (order_id of the poll).",
-            )
+            ),
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                str,
+                OpenApiParameter.HEADER,
+                response=[200],
+                enum=["true"],
+                description=(
+                    "Present when the order was already acknowledged with this "
+                    "partner_reference: the repeat changed nothing."
+                ),
+            ),
         ],
         request=AcknowledgeRequest,
         responses={
@@ -85,13 +107,17 @@ class OrderAcknowledgeView(PartnerAPIView):
                 ErrorBody, description="No such order, or the order is not the partner's."
             ),
             409: OpenApiResponse(
-                ErrorBody,
-                description="Already acknowledged with another partner_reference; the body names it.",
+                AcknowledgeConflict,
+                description=(
+                    "Already acknowledged with another partner_reference; the body names the "
+                    "stored one, in its message and as the field partner_reference."
+                ),
                 examples=[
                     OpenApiExample(
                         "conflict",
                         value={
-                            "detail": "Order 12 is already acknowledged with partner_reference 'FA-1'."
+                            "detail": "Order 12 is already acknowledged with partner_reference 'FA-1'.",
+                            "partner_reference": "FA-1",
                         },
                     )
                 ],
@@ -112,7 +138,7 @@ class OrderAcknowledgeView(PartnerAPIView):
         if problems:
             raise RequestInvalid(problems)
         try:
-            order = order_acknowledge(
+            acknowledged = order_acknowledge(
                 order_id=path.order_id,
                 partner_reference=body.partner_reference,
                 note=body.note,
@@ -121,5 +147,9 @@ class OrderAcknowledgeView(PartnerAPIView):
         except OrderNotFound as exc:
             raise exceptions.NotFound(str(exc))
         except OrderAlreadyAcknowledged as exc:
-            raise Conflict(str(exc))
-        return Response(order_for_partner(order_id=order.pk))
+            raise Conflict(str(exc), partner_reference=exc.partner_reference)
+        response = Response(order_for_partner(order_id=acknowledged.order.pk))
+        if acknowledged.repeated:
+            # As for a replayed sync: a client can tell a repeat from the first acknowledgement.
+            response["Idempotent-Replayed"] = "true"
+        return response

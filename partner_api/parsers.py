@@ -4,11 +4,16 @@ import re
 from django.conf import settings
 from rest_framework import exceptions, parsers, status
 
+MAX_JSON_VALUES = 1_000_000
+
 
 class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "Request body is too large."
     default_code = "request_too_large"
+
+    def __init__(self, detail: str | None = None):
+        limit = settings.MAX_REQUEST_BODY_BYTES
+        super().__init__(detail or f"Request body is over the limit of {limit} bytes.")
 
 
 class DuplicateJsonKey(ValueError):
@@ -52,8 +57,49 @@ def _has_lone_surrogate(value: object) -> bool:
     return False
 
 
+_WINDOW = 1 << 20
+
+
+def json_value_count(raw: bytes) -> int:
+    """The number of values (objects, arrays, strings, numbers, literals) in a JSON text,
+    counted on the bytes, before any Python object is built, in memory that does not grow with
+    the number of values.
+
+    Every value but the first is an element of a container, and a container with n elements
+    has n - 1 commas: values = 1 + commas + non-empty containers, counting only what stands
+    outside strings. Counting every comma and bracket gives an upper bound, tried first; only
+    when it is over the limit are the strings taken out. The count is exact for valid JSON and
+    for the valid beginning of invalid JSON (all the parser could build before it fails); it
+    can only come out too high otherwise.
+    """
+    commas, opens = raw.count(b","), raw.count(b"[") + raw.count(b"{")
+    if 1 + commas + opens <= MAX_JSON_VALUES:
+        return 1 + commas + opens
+    # Without escaped backslashes and then escaped quotes, every quote left opens or closes a
+    # string: what lies between an odd quote and the next one is inside a string.
+    plain = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    count = 1
+    inside = False
+    for start in range(0, len(plain), _WINDOW):
+        pieces = plain[start : start + _WINDOW].split(b'"')
+        # A string stands in as "0", so that ["a"] is not taken for an empty list.
+        outside = b"0".join(pieces[1::2] if inside else pieces[0::2])
+        if len(pieces) % 2 == 0:  # an odd number of quotes in this window
+            inside = not inside
+        del pieces
+        # White space means nothing outside strings; without it an empty container is [] or {}.
+        outside = outside.translate(None, b" \t\n\r")
+        count += outside.count(b",") + outside.count(b"[") + outside.count(b"{")
+        count -= outside.count(b"[]") + outside.count(b"{}")
+    return count
+
+
 def parse_json(raw: bytes) -> object:
-    """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting."""
+    """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting and size."""
+    if json_value_count(raw) > MAX_JSON_VALUES:
+        raise exceptions.ParseError(
+            f"JSON parse error - the body holds more than {MAX_JSON_VALUES} values"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

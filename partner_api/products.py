@@ -2,19 +2,18 @@
 
 import contextlib
 import hashlib
-import json
 import logging
 import time
 from typing import Any
 
-import orjson
 import pydantic
 from django.conf import settings
 from django.db import DatabaseError
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, parsers
 from rest_framework.response import Response
 
+from catalog.idempotency import sync_replay_of_applied
 from catalog.models import SyncAudit
 from catalog.schemas import SyncContext
 from catalog.services import (
@@ -25,7 +24,8 @@ from catalog.services import (
     sync_audit_create,
     sync_limit_problem,
 )
-from core.problems import Refused
+from core.canonical import canonical_json
+from core.problems import Problem, Refused
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
@@ -33,28 +33,48 @@ from partner_api.base import (
     validate,
     validation_responses,
 )
-from partner_api.exceptions import RequestInvalid
+from partner_api.exceptions import RequestInvalid, json_invalid
 from partner_api.schemas import BatchSyncRequest, ItemSyncRequest, SyncResponse
 
 logger = logging.getLogger(__name__)
 
 
 def body_hash(data: Any) -> str:
-    """Hash of the body's canonical JSON: the same content hashes the same, whatever its layout."""
-    try:
-        canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        # orjson refuses integers over 64 bits and lone surrogates; the standard library does not.
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(canonical).hexdigest()
+    """Hash of the body's canonical JSON (RFC 8785's equality): the same content hashes the
+    same, whatever its layout and number spelling."""
+    return hashlib.sha256(canonical_json(data)).hexdigest()
 
 
 def sync_body(result: SyncResult) -> dict[str, Any]:
-    """The sync response of a result."""
+    """The sync response of a result; only a dry run's carries `dry_run` and `changes`."""
     body: dict[str, Any] = result.stored()
     if result.message is not None:
         body["message"] = result.message
+    if result.dry_run:
+        body["dry_run"] = True
+        body["changes"] = result.changes
     return body
+
+
+DRY_RUN_VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+
+def dry_run_param(params, problems: list[Problem]) -> bool:
+    """The `dry_run` query parameter: true/1 or false/0 (absent: false); anything else is 400."""
+    values = params.getlist("dry_run")
+    if not values:
+        return False
+    if len(values) == 1 and values[0] in DRY_RUN_VALUES:
+        return DRY_RUN_VALUES[values[0]]
+    problems.append(
+        Problem(
+            loc=("query", "dry_run"),
+            msg="Input should be true, 1, false or 0",
+            type="bool_parsing",
+            input=values[-1] if len(values) == 1 else values,
+        )
+    )
+    return False
 
 
 class SyncView(PartnerAPIView):
@@ -81,9 +101,16 @@ class SyncView(PartnerAPIView):
             if request.content_type.split(";")[0].strip() != "application/json":
                 raise exceptions.UnsupportedMediaType(request.content_type)
             raise exceptions.ParseError("JSON parse error - the body is empty")
-        data = request.data
+        problems: list[Problem] = []
+        dry_run = dry_run_param(request.query_params, problems)
+        try:
+            data = request.data
+        except exceptions.ParseError as exc:
+            if not problems:
+                raise
+            # Every problem found is listed: the query's and the body's.
+            raise RequestInvalid([json_invalid(exc), *problems]) from exc
         self._note_request(data)
-        problems = []
         if self.audit_received and not self.single:
             # Counted before validating: a huge batch is refused without reading its items.
             too_many = sync_limit_problem(self.audit_received)
@@ -91,6 +118,13 @@ class SyncView(PartnerAPIView):
                 problems.append(too_many.located("body"))
         payload = validate(self.request_model, data, loc="body", problems=problems)
         if problems:
+            # A retry of an applied request is its original answer, even when the retry's
+            # spelling (an EAN re-serialised as 4.006381333931e12) would be refused afresh.
+            # (Not for a dry run, nor when the query itself is wrong: those are refused.)
+            if not dry_run and all(p.loc[:1] == ("body",) for p in problems):
+                replayed = self._replay_of_applied(data)
+                if replayed is not None:
+                    return self._answer(replayed)
             raise RequestInvalid(problems)
         self.audit_context = payload.sync_context
         result = products_sync(
@@ -103,7 +137,11 @@ class SyncView(PartnerAPIView):
             body_hash=body_hash(data) if payload.request_id is not None else None,
             started=self.started,
             raw_body_hash=self.raw_body_hash if payload.request_id is not None else None,
+            dry_run=dry_run,
         )
+        return self._answer(result)
+
+    def _answer(self, result: SyncResult) -> Response:
         self.audited = True
         response = Response(sync_body(result))
         if result.replayed:
@@ -151,6 +189,19 @@ class SyncView(PartnerAPIView):
         response["Idempotent-Replayed"] = "true"
         return response
 
+    def _replay_of_applied(self, data: Any) -> SyncResult | None:
+        if self.audit_request_id is None:
+            return None
+        return sync_replay_of_applied(
+            client=SyncClient(key_id=self.request.user.key_id, key_name=self.request.user.name),
+            single=self.single,
+            request_id=self.audit_request_id,
+            body_hash=body_hash(data),
+            context=self.audit_context,
+            received=self.audit_received,
+            started=self.started,
+        )
+
     def _note_request(self, data: Any) -> None:
         """What a refusal's audit row names: request_id, context and item count, where valid."""
         if not isinstance(data, dict):
@@ -166,8 +217,12 @@ class SyncView(PartnerAPIView):
                 self.audit_request_id = request_id
                 self.request._request.log_request_id = request_id
         if isinstance(data.get("sync_context"), dict):
-            with contextlib.suppress(pydantic.ValidationError):
-                self.audit_context = SyncContext.model_validate(data["sync_context"])
+            context = data["sync_context"]
+            # A refused posted_at (a wrong clock) must not hide where the call came from.
+            for candidate in (context, {**context, "posted_at": None}):
+                with contextlib.suppress(pydantic.ValidationError):
+                    self.audit_context = SyncContext.model_validate(candidate)
+                    break
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
@@ -213,13 +268,85 @@ REPLAYED_HEADER = OpenApiParameter(
     description="Present when the response is the stored answer to an earlier identical request.",
 )
 
+DRY_RUN_PARAMETER = OpenApiParameter(
+    "dry_run",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    enum=["true", "1", "false", "0"],
+    description=(
+        "`true` or `1`: validate and resolve exactly as the real call, answer what it would "
+        "answer now plus `dry_run: true` and `changes` (every field it would change), and "
+        "write nothing but the audit row (no product, history, pending key or idempotency "
+        "record: a later real call with the same request_id is applied). `false`, `0` or "
+        'absent: a real call. Anything else (empty, "True", ...) is 400 with loc '
+        '["query", "dry_run"].'
+    ),
+    examples=[
+        OpenApiExample("dry run", value="true"),
+        OpenApiExample("real call", value="false"),
+    ],
+)
+
+SYNC_EXAMPLES = [
+    OpenApiExample(
+        "applied, with a stale and an unknown item",
+        value={
+            "success": True,
+            "products_received": 3,
+            "products_updated": 1,
+            "unknown_products": 1,
+            "stale_products": 1,
+            "request_id": "PR-2026-0042",
+            "unknown_keys": [{"index": 2, "stock_code": "SC-9", "ean": "", "reason": "unknown"}],
+            "stale_keys": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}],
+        },
+    ),
+    OpenApiExample(
+        "dry run",
+        value={
+            "success": True,
+            "products_received": 1,
+            "products_updated": 1,
+            "unknown_products": 0,
+            "stale_products": 0,
+            "request_id": "PR-2026-0043",
+            "unknown_keys": [],
+            "stale_keys": [],
+            "dry_run": True,
+            "changes": [
+                {
+                    "index": 0,
+                    "stock_code": "SC-1",
+                    "ean": "8590001",
+                    "field": "shop_quantity",
+                    "old": 5,
+                    "new": 2,
+                },
+                {
+                    "index": 0,
+                    "stock_code": "SC-1",
+                    "ean": "8590001",
+                    "field": "eshop_price",
+                    "old": 89.9,
+                    "new": 84.9,
+                },
+            ],
+        },
+    ),
+]
+
 SYNC_RESPONSES = {
     200: OpenApiResponse(
         SyncResponse,
         description=(
             "Processed (success true) or paused by staff (success false, nothing applied). "
-            "A replayed retry carries the header `Idempotent-Replayed: true`."
+            "A replayed retry carries the header `Idempotent-Replayed: true`. Items whose "
+            "product holds a later sync_context.posted_at are stale: not applied, counted in "
+            "stale_products and listed in stale_keys. A dry run's answer also carries "
+            "`dry_run: true` and `changes`."
         ),
+        examples=SYNC_EXAMPLES,
     ),
     **KEY_RESPONSES,
     **BODY_RESPONSES,
@@ -240,11 +367,13 @@ class ProductSyncView(SyncView):
             "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
             "optional ean. Unknown and ambiguous keys are stored as pending products and counted "
             "in unknown_products. All or nothing: one invalid item and nothing is applied. A retry "
-            "with the same request_id and body replays the stored response."
+            "with the same request_id and body replays the stored response. With "
+            "sync_context.posted_at, items whose product already holds a later document time "
+            "are stale and left as they are."
         ),
         request=BatchSyncRequest,
         responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
-        parameters=[REPLAYED_HEADER],
+        parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
         tags=["products"],
     )
     def post(self, request):
@@ -263,11 +392,13 @@ class ProductItemView(SyncView):
         summary="Single product synchronization",
         description=(
             "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
-            "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product."
+            "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product "
+            "(not in a dry run). A stale item (see sync_context.posted_at) answers 200 with "
+            "products_updated 0 and stale_products 1."
         ),
         request=ItemSyncRequest,
         responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
-        parameters=[REPLAYED_HEADER],
+        parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
         tags=["products"],
     )
     def put(self, request):

@@ -4,17 +4,18 @@ Requests are validated with these models (the product rules themselves live in
 `catalog.schemas`); responses are documented with them in the OpenAPI schema.
 """
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.schemas import ProductItem, RequestId, SyncContext
+from core.text import TextFromNumbers
 
 
-class BatchSyncRequest(BaseModel):
+class BatchSyncRequest(TextFromNumbers):
     """Batch product synchronization: up to 5000 items."""
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="ignore")
 
     products: list[ProductItem] = Field(description="Items, at most 5000; keys must be unique.")
     request_id: RequestId | None = Field(
@@ -30,15 +31,128 @@ class ItemSyncRequest(ProductItem):
     sync_context: SyncContext | None = None
 
 
+class SyncKey(BaseModel):
+    """An item of the request, by its position and its normalised key."""
+
+    index: int = Field(description="Position of the item in `products` (0 for a single item).")
+    stock_code: str = Field(description="The item's stock_code, normalised.")
+    ean: str = Field(description='The item\'s EAN, normalised; "" when absent.')
+
+
+class UnknownKey(SyncKey):
+    """An item whose key matches no product, or several; stored as a pending key."""
+
+    reason: Literal["unknown", "ambiguous"]
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"index": 3, "stock_code": "SC-9", "ean": "", "reason": "unknown"}]
+        }
+    )
+
+
+class StaleKey(SyncKey):
+    """An item not applied: its product holds a later posted_at than the request's."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}]}
+    )
+
+
+class FieldChange(BaseModel):
+    """A stored field a dry run's real call would change."""
+
+    index: int = Field(description="Position of the item in `products` (0 for a single item).")
+    stock_code: str
+    ean: str = Field(description='"" when absent.')
+    field: str = Field(description="The product item's field name.", examples=["shop_quantity"])
+    old: Any = Field(
+        description=(
+            "The stored value in the API's type (number for quantity, prices and weight, "
+            "string for text, boolean), null when never set."
+        ),
+        examples=[5],
+    )
+    new: Any = Field(description="The value the call would store, in the same types.", examples=[2])
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "index": 1,
+                    "stock_code": "SC-1",
+                    "ean": "8590001",
+                    "field": "shop_quantity",
+                    "old": 5,
+                    "new": 2,
+                }
+            ]
+        }
+    )
+
+
 class SyncResponse(BaseModel):
     success: bool = Field(description="False when synchronization is paused; nothing applied.")
     products_received: int
-    products_updated: int = Field(description="Known products matched by the request.")
+    products_updated: int = Field(
+        description=(
+            "Known products applied (matched and not stale), whether or not a value changed. "
+            "When success is true, products_received = products_updated + unknown_products + "
+            "stale_products."
+        )
+    )
     request_id: str | None = None
     unknown_products: int = Field(
         default=0, description="Unknown and ambiguous keys, stored as pending products."
     )
+    stale_products: int = Field(
+        default=0,
+        description=(
+            "Items not applied because their product holds a later sync_context.posted_at: "
+            "the newer state stands."
+        ),
+        examples=[0],
+    )
+    unknown_keys: list[UnknownKey] = Field(
+        default_factory=list,
+        description="One entry per unknown or ambiguous key, by ascending index; [] when none.",
+    )
+    stale_keys: list[StaleKey] = Field(
+        default_factory=list, description="One entry per stale item, by ascending index."
+    )
     message: str | None = Field(default=None, description="Why nothing was applied, if so.")
+    dry_run: bool | None = Field(
+        default=None,
+        description="true in the answer to a dry run (?dry_run=true); absent otherwise.",
+        examples=[True],
+    )
+    changes: list[FieldChange] | None = Field(
+        default=None,
+        description=(
+            "Dry runs only: every stored field the real call would change, ordered by index, "
+            "then by the product item's field order. [] for a dry run of a request that would "
+            "be replayed."
+        ),
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "success": True,
+                    "products_received": 3,
+                    "products_updated": 1,
+                    "unknown_products": 1,
+                    "stale_products": 1,
+                    "request_id": "PR-2026-0042",
+                    "unknown_keys": [
+                        {"index": 2, "stock_code": "SC-9", "ean": "", "reason": "unknown"}
+                    ],
+                    "stale_keys": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}],
+                }
+            ]
+        }
+    )
 
 
 class ValidationErrorItem(BaseModel):

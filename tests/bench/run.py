@@ -58,6 +58,7 @@ def batch_body(
     unknown_share: float = 0.0,
     request_id=None,
     prices_move: bool = False,
+    posted_at: str | None = None,
 ) -> bytes:
     """A fully populated batch; each next `quantity` changes every item's stock level."""
     unknown = int(size * unknown_share)
@@ -69,14 +70,27 @@ def batch_body(
     body = {"products": items, "request_id": request_id}
     if request_id:
         body["sync_context"] = {"source_type": "stock_receipt", "source_ref": request_id}
+    if posted_at:
+        body["sync_context"] = {**body.get("sync_context", {}), "source_type": "stock_receipt"}
+        body["sync_context"]["posted_at"] = posted_at
     return json.dumps(body).encode()
 
 
-def measure(func: Callable[[int], None], runs: int, warmup: int = 1) -> list[float]:
+def measure(
+    func: Callable[[int], None],
+    runs: int,
+    warmup: int = 1,
+    prepare: Callable[[int], None] | None = None,
+) -> list[float]:
+    """Time `func(i)` for each run; `prepare(i)`, if given, runs untimed before each call."""
     for i in range(warmup):
+        if prepare:
+            prepare(-1 - i)
         func(-1 - i)
     times = []
     for i in range(runs):
+        if prepare:
+            prepare(i)
         gc.collect()
         started = time.perf_counter()
         func(i)
@@ -110,10 +124,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small and fast, no targets")
     parser.add_argument("--runs", type=int, default=None, help="timed runs per scenario")
+    parser.add_argument(
+        "--orders-only", action="store_true", help="only the order scenarios (poll, paging)"
+    )
     parser.add_argument("--rss-probe", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--rss-probe-poll", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_probe is not None:
         rss_probe(args.rss_probe)
+        return
+    if args.rss_probe_poll is not None:
+        rss_probe_poll(args.rss_probe_poll)
         return
 
     url = os.environ.get("DATABASE_URL", "")
@@ -130,7 +151,12 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    Bench(url, quick=args.quick, runs=args.runs).run()
+    bench = Bench(url, quick=args.quick, runs=args.runs)
+    if args.orders_only:
+        bench.bench_orders()
+        bench.report()
+    else:
+        bench.run()
 
 
 def rss_probe(size: int) -> None:
@@ -159,6 +185,31 @@ def rss_probe(size: int) -> None:
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # reset the peak (VmHWM) to the current resident size
     response = client.post("/api/v1/partner/products/sync", body, content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    print(_proc_status_kb("VmHWM") - before)
+
+
+def rss_probe_poll(query: str) -> None:
+    """Print how much one poll (`query`: the query string) raises this fresh process's peak
+    resident memory (kB), as it would a gunicorn worker's."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.test import Client
+
+    from partner_api.keys import api_key_create
+
+    _, key = api_key_create(name="rss-probe-poll")
+    client = Client(HTTP_X_API_KEY=key)
+    assert client.get("/api/v1/partner/orders?limit=1").status_code == 200
+    gc.collect()
+    before = _proc_status_kb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    response = client.get(f"/api/v1/partner/orders{query}")
     assert response.status_code == 200, response.content[:300]
     print(_proc_status_kb("VmHWM") - before)
 
@@ -216,9 +267,11 @@ class Bench:
         conn.commit()
 
     # -- the service -------------------------------------------------------------------------
-    def post_batch(self, body: bytes) -> dict:
+    def post_batch(self, body: bytes, *, dry_run: bool = False) -> dict:
         response = self.client.post(
-            "/api/v1/partner/products/sync", body, content_type="application/json"
+            "/api/v1/partner/products/sync" + ("?dry_run=true" if dry_run else ""),
+            body,
+            content_type="application/json",
         )
         if response.status_code != 200:
             raise SystemExit(f"batch failed: {response.status_code} {response.content[:500]!r}")
@@ -232,6 +285,21 @@ class Bench:
         Product.objects.all().delete()
         items = [ProductItem.model_validate(full_item(i, 1)) for i in range(self.size)]
         products_import(items=items)
+
+    def open_pending_keys(self, _: int) -> None:
+        """An open pending key without EAN for every seeded product's stock code."""
+        from catalog.models import PendingProduct
+
+        PendingProduct.objects.filter(stock_code__startswith="BENCH-").delete()
+        PendingProduct.objects.bulk_create(
+            PendingProduct(
+                stock_code=full_item(i, 1)["stock_code"],
+                ean="",
+                reason=PendingProduct.Reason.UNKNOWN,
+                payload=full_item(i, 1),
+            )
+            for i in range(self.size)
+        )
 
     def record(self, name, service, floor=None, note=None) -> None:
         self.rows.append((name, service, floor, note))
@@ -258,6 +326,17 @@ class Bench:
         unchanged = measure(lambda i: self.post_batch(same), runs)
         self.record(f"batch {size}, nothing changes", unchanged, floor)
 
+        stale = self.bench_half_stale(floor)
+
+        dry = measure(lambda i: self.post_batch(bodies[i], dry_run=True), runs)
+        self.record(f"batch {size}, dry run (quantity would change)", dry, floor)
+        self.extra_lines = [
+            f"half stale (posted_at on every item) / every quantity changes (median): "
+            f"{statistics.median(stale) / statistics.median(changed):.2f}",
+            f"dry run / every quantity changes (median): "
+            f"{statistics.median(dry) / statistics.median(changed):.2f}",
+        ]
+
         unknown_bodies = {
             q: batch_body(size, 100 + q, unknown_share=0.1) for q in range(-4, runs + 1)
         }
@@ -277,6 +356,14 @@ class Bench:
         replays = measure(replay, runs)
         self.record(f"batch {size}, idempotent replay", replays, floor)
 
+        # Every item answers an open pending key without EAN (unknown or ambiguous before):
+        # the batch closes as many keys as it has items.
+        closing = {q: batch_body(size, 700 + q) for q in range(-4, runs + 1)}
+        closes = measure(
+            lambda i: self.post_batch(closing[i]), runs, prepare=self.open_pending_keys
+        )
+        self.record(f"batch {size}, closes {size} open pending keys", closes, floor)
+
         def single(i: int) -> None:
             item = full_item(i % size, 1000 + i)
             response = self.client.put(
@@ -292,6 +379,27 @@ class Bench:
         self.bench_orders()
         self.memory(bodies)
         self.report()
+
+    def bench_half_stale(self, floor) -> list[float]:
+        """posted_at on every item; half the products hold a later document, so they are stale."""
+        from datetime import UTC, datetime
+
+        from catalog.models import Product
+
+        size, runs = self.size, self.runs
+        later = datetime(2099, 1, 1, tzinfo=UTC)
+        stale_codes = [full_item(i, 0)["stock_code"] for i in range(1, size, 2)]
+        Product.objects.filter(stock_code__in=stale_codes).update(posted_at=later)
+        posted = {
+            q: batch_body(size, 200 + q, posted_at="2026-01-01T08:00:00+00:00")
+            for q in range(-4, runs + 1)
+        }
+        check = self.post_batch(posted[-4])
+        assert check["stale_products"] == size // 2, check["stale_products"]
+        timings = measure(lambda i: self.post_batch(posted[i]), runs)
+        self.record(f"batch {size}, posted_at, half stale", timings, floor)
+        Product.objects.update(posted_at=None)
+        return timings
 
     def bench_orders(self) -> None:
         try:
@@ -322,8 +430,10 @@ class Bench:
 
     def report(self) -> None:
         print()
+        width = max(44, *(len(row[0]) for row in self.rows))
         print(
-            f"{'scenario':44} {'median':>11} {'p95':>11} {'x floor (median)':>18} {'x floor (p95)':>14}"
+            f"{'scenario':{width}} {'median':>11} {'p95':>11} {'x floor (median)':>18} "
+            f"{'x floor (p95)':>14}"
         )
         for name, service, floor, _ in self.rows:
             median, tail = statistics.median(service), p95(service)
@@ -331,9 +441,13 @@ class Bench:
             if floor:
                 ratio = f"{median / statistics.median(floor):.2f}"
                 ratio95 = f"{tail / p95(floor):.2f}"
-            print(f"{name:44} {fmt_ms(median):>11} {fmt_ms(tail):>11} {ratio:>18} {ratio95:>14}")
+            print(
+                f"{name:{width}} {fmt_ms(median):>11} {fmt_ms(tail):>11} {ratio:>18} {ratio95:>14}"
+            )
         for line in getattr(self, "extra_lines", []):
             print(line)
+        if not hasattr(self, "memory_peak"):
+            return
         print(
             f"peak Python memory added by one {self.size}-item batch (tracemalloc): "
             f"{self.memory_peak / 1e6:.1f} MB"

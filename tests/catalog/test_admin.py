@@ -538,3 +538,96 @@ def test_operators_group_permissions():
         }
         & codenames
     )
+
+
+@pytest.mark.parametrize(
+    ("url_name", "query"),
+    [
+        ("admin:catalog_product_changelist", {"stock_code__regex": "("}),
+        ("admin:catalog_product_changelist", {"name__iregex": "[a-"}),
+        ("admin:catalog_product_changelist", {"stock_code__contains": "A"}),
+        ("admin:catalog_product_changelist", {"updated_at__hour": "3"}),
+        ("admin:catalog_pendingproduct_changelist", {"stock_code__regex": "*"}),
+        ("admin:orders_order_changelist", {"partner_reference__regex": "("}),
+        ("admin:plants_plant_changelist", {"name__regex": "("}),
+        ("admin:auth_user_changelist", {"username__regex": "("}),
+    ],
+)
+def test_a_lookup_the_admin_does_not_offer_is_a_bad_filter_not_an_error(
+    boss_client, url_name, query
+):
+    ProductFactory(stock_code="A-1")
+    url = reverse(url_name)
+
+    response = boss_client.get(url, query)
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{url}?e=1"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"status__exact": "active"},
+        {"discontinued__isnull": "False"},
+        {
+            "updated_at__gte": "2020-01-01 00:00:00+00:00",
+            "updated_at__lt": "2999-01-01 00:00:00+00:00",
+        },
+        {"o": "1", "p": "0", "q": "A"},
+    ],
+)
+def test_the_admin_s_own_filters_still_apply(boss_client, query):
+    ProductFactory(stock_code="A-1", status="active")
+
+    response = boss_client.get(reverse("admin:catalog_product_changelist"), query)
+
+    assert response.status_code == 200
+
+
+class TestDocumentTimes:
+    def test_product_page_shows_posted_at_and_the_document_time_of_each_change(
+        self, boss_client, api_client
+    ):
+        product = ProductFactory(stock_code="PT-1", ean="", shop_quantity=1)
+        body = {
+            "products": [_item("PT-1", shop_quantity=3)],
+            "request_id": "DOC-T",
+            "sync_context": {"source_type": "stock_receipt", "posted_at": "2026-01-31T08:15:00Z"},
+        }
+        response = api_client.post(
+            reverse("partner_api:products-sync"),
+            data=json.dumps(body),
+            content_type="application/json",
+        )
+        assert response.status_code == 200
+
+        page = boss_client.get(reverse("admin:catalog_product_change", args=(product.pk,)))
+
+        html = page.content.decode()
+        assert "Document posted at" in html
+        # The history row: when it changed, then the document time, then the field.
+        row = re.search(r'<table class="product-history">.*?<tbody>(.*?)</tbody>', html, re.S)
+        cells = re.findall(r"<td>(.*?)</td>", row.group(1))
+        assert cells[1] == "2026-01-31 08:15:00 UTC"
+        assert cells[2] == "Shop quantity"
+        # The product's own posted_at, read-only.
+        assert "Jan. 31, 2026, 8:15 a.m." in html or "2026-01-31" in html
+
+    def test_audits_show_the_stale_count_and_filter_dry_runs(self, boss_client):
+        _audit(request_id="DOC-REAL", stale_products=2)
+        _audit(request_id="DOC-DRY", outcome=SyncAudit.Outcome.DRY_RUN, stale_products=0)
+        url = reverse("admin:catalog_syncaudit_changelist")
+
+        response = boss_client.get(url, {"outcome__exact": "dry_run"})
+
+        assert response.status_code == 200
+        assert list(response.context["cl"].result_list.values_list("request_id", flat=True)) == [
+            "DOC-DRY"
+        ]
+        html = boss_client.get(url).content.decode()
+        assert "Stale products" in html
+        assert "Dry run" in html  # the outcome filter offers it
+        audit = SyncAudit.objects.get(request_id="DOC-REAL")
+        page = boss_client.get(reverse("admin:catalog_syncaudit_change", args=(audit.pk,)))
+        assert "Stale products" in page.content.decode()

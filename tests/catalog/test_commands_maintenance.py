@@ -132,12 +132,41 @@ def test_purge_removes_old_audits_their_history_and_expired_idempotency_records(
     out, _ = run("purge_sync_audits", "--older-than", "30")
 
     assert out.startswith("Removed 1 sync audit(s) older than ")
-    assert out.rstrip().endswith("3 product history row(s) and 1 expired idempotency record(s).")
+    assert out.splitlines()[0].endswith(
+        "3 product history row(s) and 1 expired idempotency record(s)."
+    )
     assert list(SyncAudit.objects.all()) == [recent]
     assert set(ProductHistory.objects.all()) == {kept_history, manual_history}
     assert list(IdempotencyRecord.objects.all()) == [fresh_record]
     # The products themselves stay.
     assert Product.objects.count() == 5
+
+
+def test_purge_removes_old_resolved_and_dismissed_pending_keys_never_open_ones():
+    old = {"last_seen": ago(days=40), "first_seen": ago(days=50)}
+    resolved = PendingProductFactory(
+        state=PendingProduct.State.RESOLVED, resolved_at=ago(days=35), **old
+    )
+    dismissed = PendingProductFactory(
+        state=PendingProduct.State.DISMISSED, resolved_at=ago(days=31), **old
+    )
+    old_open = PendingProductFactory(**old)
+    recently_closed = PendingProductFactory(
+        state=PendingProduct.State.RESOLVED, resolved_at=ago(days=2), **old
+    )
+    recently_seen = PendingProductFactory(
+        state=PendingProduct.State.DISMISSED, resolved_at=ago(days=1), last_seen=ago(days=1)
+    )
+
+    dry, _ = run("purge_sync_audits", "--older-than", "30", "--dry-run")
+    assert "Would remove 2 resolved or dismissed pending key(s)" in dry
+    assert PendingProduct.objects.count() == 5
+
+    out, _ = run("purge_sync_audits", "--older-than", "30")
+
+    assert "Removed 2 resolved or dismissed pending key(s)" in out
+    assert set(PendingProduct.objects.all()) == {old_open, recently_closed, recently_seen}
+    assert not PendingProduct.objects.filter(pk__in=[resolved.pk, dismissed.pk]).exists()
 
 
 def test_purge_goes_through_many_audits_in_batches(settings, monkeypatch):

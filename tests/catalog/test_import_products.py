@@ -139,3 +139,18 @@ def test_large_file_in_chunks(tmp_path):
     product = Product.objects.get(stock_code="SC-001199")
     assert (product.status, product.shop_quantity, product.brand) == ("active", 1199 % 50, "Kept")
     assert Product.objects.get(stock_code="SC-002499").name == full_item(2499)["name"]
+
+
+def test_a_database_failure_that_outlasts_the_retries_is_a_clear_error(tmp_path, monkeypatch):
+    from django.db import OperationalError
+
+    from catalog.management.commands import import_products
+
+    def still_locked(**kwargs):
+        raise OperationalError("deadlock detected")
+
+    monkeypatch.setattr(import_products, "products_import", still_locked)
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps([full_item(1)]))
+    with pytest.raises(CommandError, match="nothing was imported: deadlock detected"):
+        _run(path)

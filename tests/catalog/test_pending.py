@@ -109,6 +109,34 @@ class TestResolveForProducts:
         assert product.shop_quantity == 11
         assert not ProductHistory.objects.filter(source="pending").exists()
 
+    def test_a_payload_of_an_older_document_is_not_applied(self):
+        posted = timezone.now() - timedelta(days=1)
+        pending = PendingProductFactory(stock_code="DOC-1", posted_at=posted)
+        product = ProductFactory(
+            stock_code="DOC-1", ean="", shop_quantity=11, posted_at=posted + timedelta(hours=1)
+        )
+
+        assert pending_resolve_for_products(products=[product], by="bob") == 1
+
+        pending.refresh_from_db()
+        product.refresh_from_db()
+        assert pending.state == PendingProduct.State.RESOLVED
+        assert (product.shop_quantity, product.posted_at) == (11, posted + timedelta(hours=1))
+        assert not ProductHistory.objects.filter(source="pending").exists()
+
+    def test_a_payload_applied_brings_its_document_time(self):
+        posted = timezone.now() - timedelta(days=1)
+        PendingProductFactory(stock_code="DOC-2", posted_at=posted)
+        product = ProductFactory(stock_code="DOC-2", ean="", shop_quantity=11)
+
+        assert pending_resolve_for_products(products=[product], by="bob") == 1
+
+        product.refresh_from_db()
+        assert (product.shop_quantity, product.posted_at) == (3, posted)
+        assert ProductHistory.objects.get(source="pending", field="shop_quantity").posted_at == (
+            posted
+        )
+
     def test_key_without_ean_matches_the_only_product_with_that_stock_code(self):
         pending = PendingProductFactory(stock_code="SOLO", ean="")
         product = ProductFactory(stock_code="SOLO", ean="8590000000028")

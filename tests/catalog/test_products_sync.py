@@ -51,7 +51,14 @@ def test_duplicate_keys_are_refused_and_nothing_applied():
 def test_the_result_is_data_and_a_retry_replays_it():
     ProductFactory(stock_code="A", ean="")
     first = sync([item("A", shop_quantity=4), item("NEW")], request_id="DOC-1")
-    assert first == SyncResult(success=True, received=2, updated=1, unknown=1, request_id="DOC-1")
+    assert first == SyncResult(
+        success=True,
+        received=2,
+        updated=1,
+        unknown=1,
+        request_id="DOC-1",
+        unknown_keys=[{"index": 1, "stock_code": "NEW", "ean": "", "reason": "unknown"}],
+    )
     again = sync([item("A", shop_quantity=4), item("NEW")], request_id="DOC-1")
     assert again.replayed and (again.updated, again.unknown) == (1, 1)
     assert SyncAudit.objects.filter(outcome=SyncAudit.Outcome.REPLAYED).count() == 1

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from connector.transport import Reply, TransportError
 
@@ -23,17 +25,23 @@ class Sent:
 
 @dataclass
 class FakeService:
-    """Answers sync requests from a set of known stock codes.
+    """Answers sync requests from a set of known stock codes, and the order poll and
+    acknowledgement from `orders` (order_id -> Order record).
 
     `script` lists what to do before answering normally, one entry per request: a
     TransportError to raise, an int status to answer with an error body, or a Reply.
     """
 
     known: set[str] = field(default_factory=set)
+    # Known stock codes whose product holds a later document: stale when posted_at is sent.
+    newer: set[str] = field(default_factory=set)
+    # What a dry run reports as changes, per stock code.
+    changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     paused: bool = False
     script: list[Any] = field(default_factory=list)
     sent: list[Sent] = field(default_factory=list)
     applied: dict[bytes, dict[str, Any]] = field(default_factory=dict)
+    orders: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def request(
         self, method: str, url: str, *, headers: dict[str, str], body: bytes, timeout: float
@@ -48,11 +56,17 @@ class FakeService:
             if isinstance(step, int):
                 return _json_reply(step, {"detail": f"HTTP {step}"})
             if step == "apply-and-lose":
-                self._answer(method, body)
+                self._answer(method, body, url)
                 raise TransportError("RemoteDisconnected: Remote end closed connection")
-        return self._answer(method, body)
+        return self._answer(method, body, url)
 
-    def _answer(self, method: str, body: bytes) -> Reply:
+    def _answer(self, method: str, body: bytes, url: str = "") -> Reply:
+        path = urlsplit(url).path
+        if path == "/api/v1/partner/orders":
+            return self._poll(url)
+        if path.endswith("/acknowledge"):
+            return self._acknowledge(path, body)
+        dry_run = "dry_run=true" in urlsplit(url).query
         data = json.loads(body)
         items = [data] if method == "PUT" else data["products"]
         base = {"products_received": len(items), "request_id": data.get("request_id")}
@@ -68,9 +82,21 @@ class FakeService:
                 },
             )
         if body in self.applied:
-            return _json_reply(200, self.applied[body], {"Idempotent-Replayed": "true"})
-        unknown = sum(1 for item in items if item["stock_code"] not in self.known)
-        if method == "PUT" and unknown:
+            stored = self.applied[body]
+            if dry_run:
+                stored = {**stored, "dry_run": True, "changes": []}
+            return _json_reply(200, stored, {"Idempotent-Replayed": "true"})
+        posted = (data.get("sync_context") or {}).get("posted_at") is not None
+        unknown_keys, stale_keys, changes = [], [], []
+        for index, item in enumerate(items):
+            key = {"index": index, "stock_code": item["stock_code"], "ean": item.get("ean", "")}
+            if item["stock_code"] not in self.known:
+                unknown_keys.append({**key, "reason": "unknown"})
+            elif posted and item["stock_code"] in self.newer:
+                stale_keys.append(key)
+            else:
+                changes += [{**key, **c} for c in self.changes.get(item["stock_code"], [])]
+        if method == "PUT" and unknown_keys:
             return _json_reply(
                 400,
                 {"detail": [{"loc": ["stock_code"], "msg": "No product", "type": "unknown_key"}]},
@@ -78,11 +104,80 @@ class FakeService:
         response = {
             **base,
             "success": True,
-            "products_updated": len(items) - unknown,
-            "unknown_products": unknown,
+            "products_updated": len(items) - len(unknown_keys) - len(stale_keys),
+            "unknown_products": len(unknown_keys),
+            "stale_products": len(stale_keys),
+            "unknown_keys": unknown_keys,
+            "stale_keys": stale_keys,
         }
+        if dry_run:
+            return _json_reply(200, {**response, "dry_run": True, "changes": changes})
         self.applied[body] = response
         return _json_reply(200, response)
+
+    def _poll(self, url: str) -> Reply:
+        query = {k: v[-1] for k, v in parse_qs(urlsplit(url).query).items()}
+        pending = [
+            order
+            for order_id, order in sorted(self.orders.items())
+            if order["partner_sync_status"] == query.get("partner_status", "pending_partner")
+        ]
+        if query.get("cursor"):
+            after = int(query["cursor"].removeprefix("after-"))
+            pending = [order for order in pending if order["order_id"] > after]
+        limit = int(query["limit"]) if query.get("limit") else len(pending)
+        page = pending[:limit]
+        more = len(pending) > limit
+        return _json_reply(
+            200,
+            {
+                "orders": page,
+                "count": len(page),
+                "next_cursor": f"after-{page[-1]['order_id']}" if more else None,
+            },
+        )
+
+    def _acknowledge(self, path: str, body: bytes) -> Reply:
+        order_id = int(re.search(r"/orders/([0-9]+)/", path)[1])
+        reference = json.loads(body)["partner_reference"]
+        order = self.orders.get(order_id)
+        if order is None:
+            return _json_reply(404, {"detail": f"Order {order_id} not found."})
+        if order["partner_sync_status"] == "acknowledged":
+            if order["partner_reference"] == reference:
+                return _json_reply(200, order, {"Idempotent-Replayed": "true"})
+            stored = order["partner_reference"]
+            return _json_reply(
+                409,
+                {
+                    "detail": f"Order {order_id} is already acknowledged with "
+                    f"partner_reference {stored!r}.",
+                    "partner_reference": stored,
+                },
+            )
+        order.update(partner_sync_status="acknowledged", partner_reference=reference)
+        return _json_reply(200, order)
+
+
+def order(order_id: int, *, number: str | None = None, **fields) -> dict[str, Any]:
+    """An Order record as the poll answers it, pending unless told otherwise."""
+    return {
+        "order_id": order_id,
+        "order_number": number or f"2026{order_id:06d}",
+        "created_at": "2026-03-01T10:00:00+00:00",
+        "status": "paid",
+        "customer": {"name": "Jana Nováková", "email": "jana@example.com"},
+        "items": [
+            {"name": "Winter Grip 205/55 R16", "quantity": 2, "unit_price": 84.5, "total": 169.0}
+        ],
+        "subtotal": 169.0,
+        "vat_total": 35.49,
+        "total": 204.49,
+        "currency": "EUR",
+        "partner_sync_status": "pending_partner",
+        "partner_reference": None,
+        **fields,
+    }
 
 
 def _json_reply(status: int, data: Any, headers: dict[str, str] | None = None) -> Reply:

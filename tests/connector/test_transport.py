@@ -79,7 +79,8 @@ def test_a_connection_closed_without_a_reply_is_a_transport_error():
         thread = threading.Thread(target=drop, daemon=True)
         thread.start()
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
-        with pytest.raises(TransportError, match="RemoteDisconnected"):
+        # A close with unread bytes may arrive as a reset instead of an orderly end.
+        with pytest.raises(TransportError, match=r"RemoteDisconnected|ConnectionResetError"):
             HttpTransport().request("PUT", url, headers={}, body=b"{}", timeout=5)
         thread.join(5)
 

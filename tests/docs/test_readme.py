@@ -3,7 +3,7 @@
 The test does what `make run` does (the local `.env`, `manage.py demo`, `runserver`) on a
 SQLite file of its own, then runs each ```sh block of the README with bash, stopping at the
 first failing command. curl answers outside 2xx fail the block. Lines that build, test or
-deploy (`make`, pytest, gunicorn) and blocks that need PostgreSQL are left out; `.venv/bin/`
+deploy (`make`, pytest, gunicorn, nginx) and blocks that need PostgreSQL are left out; `.venv/bin/`
 is the running interpreter's directory and port 8000 the test server's.
 """
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 SKIPPED_LINES = re.compile(
-    r"^\s*(make |\S+=\S+ make |\.venv/bin/gunicorn|\.venv/bin/python -m pytest)"
+    r"^\s*(make |\S+=\S+ make |\.venv/bin/gunicorn|nginx |\.venv/bin/python -m pytest)"
 )
 
 pytestmark = pytest.mark.e2e
@@ -58,7 +58,8 @@ def test_readme_has_no_unnamed_key_variable():
 def test_every_shell_example_runs_after_make_run(tmp_path):
     port = free_port()
     # The examples run in a folder of their own (they write files), which sees the project's.
-    (tmp_path / "connector").symlink_to(ROOT / "connector")
+    for shared in ("connector", "deploy"):
+        (tmp_path / shared).symlink_to(ROOT / shared)
     env = {
         key: value
         for key, value in os.environ.items()

@@ -7,8 +7,10 @@ the database are removed in `finally` whatever happened.
 
 from __future__ import annotations
 
+import getpass
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -309,3 +311,144 @@ def _read_message(sock: socket.socket) -> bytes:
             break
         body += chunk
     return head + b"\r\n\r\n" + body
+
+
+# --- nginx in front, as in the documented production set-up ------------------------------------
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+@dataclass
+class Nginx:
+    process: subprocess.Popen
+    base_url: str
+    port: int
+    prefix: Path
+
+    def error_log(self) -> str:
+        path = self.prefix / "logs" / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@contextmanager
+def nginx_proxy(workdir: Path, upstream_port: int, **render_options: str) -> Iterator[Nginx]:
+    """nginx with the shipped configuration (deploy/nginx), rendered into `workdir`, in front
+    of 127.0.0.1:`upstream_port`; stopped at the end."""
+    port = free_port()
+    prefix = workdir / f"nginx-{port}"
+    options = [f"--{name.replace('_', '-')}={value}" for name, value in render_options.items()]
+    subprocess.run(
+        [
+            PYTHON,
+            str(ROOT / "deploy" / "nginx" / "render.py"),
+            str(prefix),
+            f"--listen=127.0.0.1:{port}",
+            f"--upstream=127.0.0.1:{upstream_port}",
+            "--worker-processes=1",
+            "--foreground",
+            # As root, workers would run as nobody and could not reach a private work folder.
+            *([f"--user={getpass.getuser()}"] if os.geteuid() == 0 else []),
+            *options,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    log = (prefix / "logs" / "stderr.log").open("wb")
+    with log:
+        process = subprocess.Popen(
+            [NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    proxy = Nginx(process=process, base_url=f"http://127.0.0.1:{port}", port=port, prefix=prefix)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"nginx exited {process.returncode}:\n"
+                    f"{(prefix / 'logs' / 'stderr.log').read_text()[-3000:]}"
+                )
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"nginx not listening in {START_TIMEOUT} s") from None
+                time.sleep(0.1)
+        yield proxy
+    finally:
+        _stop(process)
+
+
+class SlowClients:
+    """`count` connections to 127.0.0.1:`port` that each send their request one byte at a
+    time, every `interval` seconds: half trickle their headers, half send their headers at once
+    and trickle a body. They stop by themselves after `seconds`, or when the block ends."""
+
+    def __init__(
+        self, port: int, *, count: int, interval: float, seconds: float, key: str = ""
+    ) -> None:
+        self.port = port
+        self.count = count
+        self.interval = interval
+        self.seconds = seconds
+        self.key = key
+        self.sockets: list[socket.socket] = []
+        self.payloads: list[bytes] = []
+        self.bytes_sent = 0
+        self.closed_by_server = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _payload(self, index: int) -> tuple[bytes, bytes]:
+        """(sent at once, trickled)."""
+        if index % 2 == 0:
+            head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"s" * 4000
+            return b"", head + b"\r\n\r\n"
+        body = b'{"products": [' + b" " * 100_000 + b"]}"
+        head = (
+            f"POST /api/v1/partner/products/sync HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nX-API-Key: {self.key}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        return head, body
+
+    def __enter__(self) -> SlowClients:
+        for index in range(self.count):
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+            at_once, trickled = self._payload(index)
+            if at_once:
+                sock.sendall(at_once)
+            sock.setblocking(False)
+            self.sockets.append(sock)
+            self.payloads.append(trickled)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
+        for sock in self.sockets:
+            sock.close()
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.seconds
+        position = 0
+        alive = set(range(len(self.sockets)))
+        while not self._stopping.is_set() and time.monotonic() < deadline:
+            for index in list(alive):
+                payload = self.payloads[index]
+                if position >= len(payload):
+                    continue
+                try:
+                    self.bytes_sent += self.sockets[index].send(payload[position : position + 1])
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError:
+                    alive.discard(index)
+                    self.closed_by_server += 1
+            position += 1
+            self._stopping.wait(self.interval)

@@ -2,6 +2,7 @@
 
 import json
 import os
+from datetime import datetime
 
 import pytest
 
@@ -43,12 +44,12 @@ def row(code: str, quantity: int) -> dict:
     }
 
 
-def write_document(tmp_path, number, rows, *, type="receipt", state="posted"):
+def write_document(tmp_path, number, rows, *, type="receipt", state="posted", posted_at=None):
     path = tmp_path / f"{number}.json"
-    path.write_text(
-        json.dumps({"number": number, "type": type, "state": state, "rows": rows}),
-        encoding="utf-8",
-    )
+    document = {"number": number, "type": type, "state": state, "rows": rows}
+    if posted_at is not None:
+        document["posted_at"] = posted_at
+    path.write_text(json.dumps(document), encoding="utf-8")
     return str(path)
 
 
@@ -170,8 +171,9 @@ def test_a_lost_response_is_retried_replayed_and_applied_once(service, tmp_path)
     assert proxy.requests == 4
     assert "chunk 2 of 3: " in done.stderr
     assert "retry 1 of 5 in 0.2 s (same request_id PR-E2E-LOSSY)" in done.stderr
-    assert "chunk 2 of 3: 5 rows, HTTP 200, updated 5, unknown 0, replayed, 2 attempts" in (
-        done.stdout
+    assert (
+        "chunk 2 of 3: 5 rows, HTTP 200, updated 5, unknown 0, stale 0, replayed, 2 attempts"
+        in done.stdout
     )
     assert [a[:2] for a in audits(service, "PR-E2E-LOSSY")] == [
         ("applied", "chunk 1 of 3"),
@@ -190,3 +192,112 @@ def test_a_lost_response_is_retried_replayed_and_applied_once(service, tmp_path)
         ("PR-E2E-LOSSY",),
     )
     assert history == [("applied", 12)]
+
+
+def test_two_documents_in_the_wrong_order_leave_the_newer_stock(service, tmp_path):
+    seed_products(service, prefix="OO", count=6)
+    codes = [f"OO-{i:05d}" for i in range(6)]
+    # The later document (an issue posted at 09:00) arrives first, in two chunks.
+    newer = write_document(
+        tmp_path,
+        "ISS-E2E-NEW",
+        [row(code, 7) for code in codes[:4]],
+        type="issue",
+        posted_at="2026-01-31T09:00:00+01:00",
+    )
+    # The earlier receipt (08:00), delayed, arrives after it; it also names two other products.
+    older = write_document(
+        tmp_path,
+        "PR-E2E-OLD",
+        [row(code, 3) for code in codes],
+        posted_at="2026-01-31T08:00:00+01:00",
+    )
+    status_file = tmp_path / "old-status.json"
+
+    first = service.connector("push", newer, "--chunk-size", "2")
+    second = service.connector("push", older, "--status-file", str(status_file))
+
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Document PR-E2E-OLD (receipt, 6 rows, 1 chunk): synced" in second.stdout
+    assert "chunk 1 of 1: 6 rows, HTTP 200, updated 2, unknown 0, stale 4" in second.stdout
+    assert "stale keys:" in second.stdout
+    assert "[0] stock_code 'OO-00000'" in second.stdout
+    # The newer stock stands; the products the newer document did not name took the receipt.
+    assert quantities(service, codes) == {
+        **dict.fromkeys(codes[:4], 7),
+        **dict.fromkeys(codes[4:], 3),
+    }
+    stored = json.loads(status_file.read_text())
+    assert [key["stock_code"] for key in stored["chunks"][0]["stale_keys"]] == codes[:4]
+    assert service.query(
+        "SELECT outcome, products_updated, stale_products FROM catalog_syncaudit "
+        "WHERE request_id = %s",
+        ("PR-E2E-OLD",),
+    ) == [("applied", 2, 4)]
+    assert service.query(
+        "SELECT DISTINCT posted_at AT TIME ZONE 'UTC' FROM catalog_product "
+        "WHERE stock_code = ANY(%s)",
+        (codes[:4],),
+    ) == [(datetime(2026, 1, 31, 8, 0),)]
+    # No history row of the stale items.
+    assert service.query(
+        "SELECT count(*) FROM catalog_producthistory h JOIN catalog_syncaudit a "
+        "ON a.id = h.audit_id WHERE a.request_id = 'PR-E2E-OLD'"
+    ) == [(2,)]
+
+
+def test_a_dry_run_push_changes_nothing_and_prints_its_changes(service, tmp_path):
+    seed_products(service, prefix="DR", count=3)
+    rows = [row("DR-00000", 4), row("DR-00001", 0), {**row("DR-00002", 0), "season": "winter"}]
+    rows.append(row("DR-GHOST", 1))
+    status_file = tmp_path / "dry-status.json"
+    before = service.query(
+        "SELECT stock_code, shop_quantity, season, updated_at FROM catalog_product "
+        "WHERE stock_code LIKE 'DR-%%' ORDER BY stock_code"
+    )
+
+    done = service.connector(
+        "push",
+        write_document(tmp_path, "PR-E2E-DRY", rows),
+        "--dry-run",
+        "--status-file",
+        str(status_file),
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr  # partial: the unknown key
+    assert "Document PR-E2E-DRY (receipt, 4 rows, 1 chunk): partial (dry run" in done.stdout
+    assert "chunk\tindex\tstock_code\tean\tfield\told\tnew" in done.stdout
+    assert "1\t0\tDR-00000\t\tshop_quantity\t0\t4" in done.stdout
+    assert "1\t2\tDR-00002\t\tseason\tnull\twinter" in done.stdout
+    stored = json.loads(status_file.read_text())
+    assert stored["dry_run"] is True
+    assert [
+        (c["index"], c["field"], c["old"], c["new"]) for c in stored["chunks"][0]["changes"]
+    ] == [
+        (0, "shop_quantity", 0, 4),
+        (2, "season", None, "winter"),
+    ]
+    assert stored["chunks"][0]["unknown_keys"] == [
+        {"index": 3, "stock_code": "DR-GHOST", "ean": "", "reason": "unknown"}
+    ]
+    # Nothing changed: products, history, pending keys, idempotency records.
+    assert (
+        service.query(
+            "SELECT stock_code, shop_quantity, season, updated_at FROM catalog_product "
+            "WHERE stock_code LIKE 'DR-%%' ORDER BY stock_code"
+        )
+        == before
+    )
+    assert service.query(
+        "SELECT count(*) FROM catalog_pendingproduct WHERE stock_code = 'DR-GHOST'"
+    ) == [(0,)]
+    assert service.query(
+        "SELECT count(*) FROM catalog_idempotencyrecord WHERE request_id = 'PR-E2E-DRY'"
+    ) == [(0,)]
+    assert audits(service, "PR-E2E-DRY") == [("dry_run", "chunk 1 of 1", "stock_receipt", 4, 3, 1)]
+    # The real push afterwards, with the same request_id, is applied.
+    real = service.connector("push", write_document(tmp_path, "PR-E2E-DRY", rows))
+    assert real.returncode == 1, real.stdout + real.stderr
+    assert "replayed" not in real.stdout
+    assert quantities(service, ["DR-00000"]) == {"DR-00000": 4}

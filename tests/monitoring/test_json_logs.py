@@ -101,7 +101,8 @@ def test_log_format_json_writes_json_objects():
     assert done.returncode == 0, done.stderr
     [line] = done.stderr.splitlines()
     entry = json.loads(line)
-    assert entry["message"] == "one\ntwo 3"
+    # The handler's filter escapes control characters for every format: one line, one record.
+    assert entry["message"] == "one\\ntwo 3"
     assert entry["level"] == "WARNING"
     assert entry["logger"] == "catalog.services"
     assert "time" in entry
@@ -110,7 +111,7 @@ def test_log_format_json_writes_json_objects():
 def test_text_stays_the_default():
     done = _log_one_line("")
     assert done.returncode == 0, done.stderr
-    assert " WARNING catalog.services one" in done.stderr
+    assert " WARNING catalog.services [-] one\\ntwo 3" in done.stderr
     with pytest.raises(json.JSONDecodeError):
         json.loads(done.stderr.splitlines()[0])
 

@@ -56,7 +56,7 @@ class TestFirstAcknowledgement:
         order = OrderFactory()
         acknowledge(api_client, order.pk)
         poll = api_client.get(reverse("partner_api:orders-poll")).json()
-        assert poll == {"orders": [], "count": 0}
+        assert poll == {"orders": [], "count": 0, "next_cursor": None}
         poll = api_client.get(
             reverse("partner_api:orders-poll"), {"partner_status": "acknowledged"}
         )
@@ -86,6 +86,8 @@ class TestRepeat:
         again = acknowledge(api_client, order.pk, {"partner_reference": "FA-1", "note": "retry"})
         assert again.status_code == 200
         assert again.json() == first.json()
+        assert "Idempotent-Replayed" not in first
+        assert again["Idempotent-Replayed"] == "true"
         order.refresh_from_db()
         assert order.acknowledged_at == stored_at
         assert order.partner_reference == "FA-1"
@@ -95,7 +97,8 @@ class TestRepeat:
         response = acknowledge(api_client, order.pk, {"partner_reference": "FA-2"})
         assert response.status_code == 409
         assert response.json() == {
-            "detail": f"Order {order.pk} is already acknowledged with partner_reference 'FA-1'."
+            "detail": f"Order {order.pk} is already acknowledged with partner_reference 'FA-1'.",
+            "partner_reference": "FA-1",
         }
         order.refresh_from_db()
         assert order.partner_reference == "FA-1"

@@ -53,7 +53,8 @@ def test_different_references_give_one_200_and_one_409(api_key):
         (_, _, conflict) = next(r for r in results if r[0] == 409)
         assert body["partner_reference"] == winner
         assert conflict == {
-            "detail": f"Order {order.pk} is already acknowledged with partner_reference '{winner}'."
+            "detail": f"Order {order.pk} is already acknowledged with partner_reference '{winner}'.",
+            "partner_reference": winner,
         }
         order.refresh_from_db()
         assert order.partner_sync_status == Order.PartnerStatus.ACKNOWLEDGED

@@ -78,7 +78,7 @@ class TestFilter:
         OrderFactory(legacy=True)
         response = poll(api_client)
         assert response.status_code == 200
-        assert response.json() == {"orders": [], "count": 0}
+        assert response.json() == {"orders": [], "count": 0, "next_cursor": None}
 
     def test_ordered_by_created_at_then_order_id(self, api_client):
         moment = at("2026-03-01T10:00:00+00:00")

@@ -76,3 +76,27 @@ def test_order_shape_matches_the_interface(schema):
         "stock_code",
     }
     assert set(components["OrderList"]["required"]) == {"orders", "count"}
+
+
+def test_paging_is_documented(schema):
+    operation = schema["paths"]["/api/v1/partner/orders"]["get"]
+    parameters = {p["name"]: p for p in operation["parameters"]}
+    assert parameters["limit"]["in"] == "query"
+    assert not parameters["limit"].get("required", False)
+    integer = parameters["limit"]["schema"]["anyOf"][0]
+    assert (integer["type"], integer["minimum"], integer["maximum"]) == ("integer", 1, 1000)
+    assert parameters["cursor"]["in"] == "query"
+    assert parameters["cursor"]["schema"]["type"] == "string"
+    assert "next_cursor" in parameters["cursor"]["description"]
+    order_list = schema["components"]["schemas"]["OrderList"]
+    assert "next_cursor" in order_list["properties"]
+    assert "next_cursor" not in order_list.get("required", [])
+
+
+def test_the_conflict_body_names_the_stored_reference_as_a_field(schema):
+    operation = schema["paths"]["/api/v1/partner/orders/{order_id}/acknowledge"]["post"]
+    conflict = operation["responses"]["409"]
+    body = schema["components"]["schemas"][_ref(conflict)]
+    assert set(body["required"]) == {"detail", "partner_reference"}
+    example = next(iter(conflict["content"]["application/json"]["examples"].values()))
+    assert example["value"]["partner_reference"] == "FA-1"

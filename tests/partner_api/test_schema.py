@@ -76,3 +76,40 @@ def test_schema_names_its_server_and_license(schema):
     # Redocly's default rules ask for both; the server is the host the document came from.
     assert schema["servers"] == [{"url": "http://testserver"}]
     assert schema["info"]["license"]["name"]
+
+
+@pytest.mark.parametrize(("path", "method"), [(SYNC, "post"), (ITEM, "put")])
+def test_dry_run_parameter_is_documented_with_examples(schema, path, method):
+    operation = schema["paths"][path][method]
+    (dry_run,) = [p for p in operation["parameters"] if p["name"] == "dry_run"]
+    assert dry_run["in"] == "query"
+    assert not dry_run.get("required", False)
+    assert set(dry_run["schema"]["enum"]) == {"true", "1", "false", "0"}
+    assert dry_run["examples"]
+    examples = operation["responses"]["200"]["content"]["application/json"]["examples"]
+    bodies = [example["value"] for example in examples.values()]
+    assert any(body.get("dry_run") is True and body["changes"] for body in bodies)
+    assert any(body["stale_keys"] and body["unknown_keys"] for body in bodies)
+
+
+@pytest.mark.django_db
+def test_new_sync_fields_are_documented_with_examples(schema):
+    components = schema["components"]["schemas"]
+    response = components["SyncResponse"]["properties"]
+    assert {"stale_products", "unknown_keys", "stale_keys", "dry_run", "changes"} <= set(response)
+    assert all(response[name].get("description") for name in ("stale_products", "changes"))
+    assert set(components["UnknownKey"]["properties"]) == {"index", "stock_code", "ean", "reason"}
+    assert set(components["StaleKey"]["properties"]) == {"index", "stock_code", "ean"}
+    assert set(components["FieldChange"]["properties"]) == {
+        "index",
+        "stock_code",
+        "ean",
+        "field",
+        "old",
+        "new",
+    }
+    for name in ("UnknownKey", "StaleKey", "FieldChange", "SyncResponse"):
+        assert components[name]["examples"], name
+    posted_at = components["SyncContext"]["properties"]["posted_at"]
+    assert posted_at["format"] == "date-time"
+    assert posted_at["examples"] and posted_at["description"]

@@ -27,7 +27,10 @@ def test_response_fields(api_client):
         "products_received": 3,
         "products_updated": 2,
         "unknown_products": 1,
+        "stale_products": 0,
         "request_id": "D-1",
+        "unknown_keys": [{"index": 2, "stock_code": "NEW", "ean": "", "reason": "unknown"}],
+        "stale_keys": [],
     }
 
 
@@ -37,7 +40,10 @@ def test_request_id_is_null_when_absent_and_empty_batch_is_fine(api_client):
         "products_received": 0,
         "products_updated": 0,
         "unknown_products": 0,
+        "stale_products": 0,
         "request_id": None,
+        "unknown_keys": [],
+        "stale_keys": [],
     }
 
 

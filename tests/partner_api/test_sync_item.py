@@ -29,7 +29,10 @@ def test_known_key_is_applied(api_client):
         "products_received": 1,
         "products_updated": 1,
         "unknown_products": 0,
+        "stale_products": 0,
         "request_id": "SALE-1",
+        "unknown_keys": [],
+        "stale_keys": [],
     }
     product.refresh_from_db()
     assert product.shop_quantity == 3

@@ -43,7 +43,18 @@ def test_full_batch_of_5000_items_is_applied(api_client):
         "products_received": 5000,
         "products_updated": 4000,
         "unknown_products": 1000,
+        "stale_products": 0,
         "request_id": "BIG-1",
+        "unknown_keys": [
+            {
+                "index": i,
+                "stock_code": f"SC-{i:06d}",
+                "ean": full_item(i)["ean"],
+                "reason": "unknown",
+            }
+            for i in range(4000, 5000)
+        ],
+        "stale_keys": [],
     }
     product = Product.objects.get(stock_code="SC-003999")
     assert product.shop_quantity == 3999 % 50

@@ -66,7 +66,7 @@ def test_same_bytes_replay_the_stored_answer_before_parsing(api_client):
     assert "Idempotent-Replayed" not in first
     record = IdempotencyRecord.objects.get()
     assert record.raw_body_hash == hashlib.sha256(raw).hexdigest()
-    assert record.context == CONTEXT
+    assert record.context == {**CONTEXT, "posted_at": None}
 
     Product.objects.filter(stock_code="A").update(shop_quantity=42)
     with CaptureQueriesContext(connection) as queries:

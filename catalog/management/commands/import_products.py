@@ -1,6 +1,7 @@
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from catalog.files import FileInvalid, read_product_items
 from catalog.services import ItemsRefused, products_import
@@ -25,4 +26,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         except ItemsRefused as exc:
             raise CommandError(exc.report("item")) from exc
+        except DatabaseError as exc:
+            # Still failing after the retries (a lock held too long, the database gone).
+            raise CommandError(
+                f"The database refused the import, nothing was imported: {exc}. "
+                "Run the command again; if it keeps failing, check the database."
+            ) from exc
         self.stdout.write(f"Created {result.created}, updated {result.updated} products.")

@@ -5,8 +5,9 @@ from catalog.maintenance import sync_audits_purge
 
 class Command(BaseCommand):
     help = (
-        "Delete sync audits older than DAYS days with the product history rows they left, and "
-        "the idempotency records past the retention window. Prints what it removed."
+        "Delete sync audits older than DAYS days with the product history rows they left, the "
+        "idempotency records past the retention window, and the resolved and dismissed pending "
+        "keys older than DAYS days (open ones never). Prints what it removed."
     )
 
     def add_arguments(self, parser):
@@ -31,4 +32,8 @@ class Command(BaseCommand):
             f"{verb} {result.audits} sync audit(s) older than {result.cutoff:%Y-%m-%d %H:%M %Z}, "
             f"{result.history} product history row(s) and "
             f"{result.idempotency_records} expired idempotency record(s)."
+        )
+        self.stdout.write(
+            f"{verb} {result.pending_keys} resolved or dismissed pending key(s) closed and last "
+            "seen before then (open ones are kept)."
         )

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('catalog', '0002_history_without_db_foreign_keys'),
+        ('catalog', '0003_sync_posted_at_stale_dry_run'),
     ]
 
     operations = [

@@ -1,0 +1,45 @@
+"""Logging helpers: every line carries the request's X-Request-ID and nothing a client sent
+can break a line.
+
+`RequestContextFilter` goes on the handlers (settings.LOGGING); it works with any formatter.
+"""
+
+import logging
+import re
+from contextvars import ContextVar
+
+# The X-Request-ID of the request being served ("-" outside a request).
+request_id_context: ContextVar[str] = ContextVar("request_id", default="-")
+
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_one(match: re.Match) -> str:
+    char = match.group()
+    if char in _SHORT:
+        return _SHORT[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escape_control(text: str) -> str:
+    """`text` with every control character written as an escape (a newline as `\\n`)."""
+    return _CONTROL.sub(_escape_one, text)
+
+
+class RequestContextFilter(logging.Filter):
+    """Adds `x_request_id` to each record and escapes control characters in its message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "x_request_id"):
+            record.x_request_id = request_id_context.get()
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True  # logging reports the broken call itself
+        escaped = escape_control(message)
+        if escaped != message:
+            record.msg, record.args = escaped, None
+        return True

@@ -1,0 +1,80 @@
+"""JSON canonicalization for comparing documents: equal content, equal bytes.
+
+Documents that RFC 8785 (JSON Canonicalization Scheme) makes equal give equal bytes here: key
+order and white space do not matter, nor does the spelling of a number (`10`, `10.0` and `1e1`
+are one number). Two differences, both on purpose: integers are compared exactly, even beyond
+2^53 (RFC 8785 would round them to doubles), and the bytes are not RFC 8785's own. The
+reference implementation (the `rfc8785` package) is pure Python and takes about 0.6 s for a
+5000-item batch, more than the sync itself; this takes 30-50 ms, and the tests check it
+against the reference. The bytes are only ever compared with each other, never sent anywhere.
+"""
+
+import json
+import math
+from typing import Any
+
+import orjson
+
+# Containers that may hold a float to rewrite.
+_REWRITTEN = frozenset({float, dict, list})
+
+
+class NotCanonical(ValueError):
+    """The document holds a number JSON cannot carry (infinity from an overflowing 1e309)."""
+
+
+def canonical_json(data: Any) -> bytes:
+    """`data` (parsed JSON) as canonical bytes: sorted keys, compact, numbers by value.
+
+    A document this cannot rewrite (a number that is not finite, nesting deeper than the walk
+    goes) is written as parsed, sorted: still exact, only blind to number spelling.
+    """
+    try:
+        return _dumps(_numbers_by_value(data))
+    except (NotCanonical, RecursionError):
+        return _dumps(data, exact=True)
+
+
+def _dumps(value: Any, *, exact: bool = False) -> bytes:
+    if not exact:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            # orjson refuses integers over 64 bits and nesting over 255 levels.
+            pass
+    # The standard library writes big integers exactly and infinity as Infinity (not null).
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def _numbers_by_value(value: Any) -> Any:
+    """`value` with every integral float made an int (10.0 is 10), copying only what changes."""
+    kind = value.__class__
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise NotCanonical("a number that is not finite")
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        if _unchanged(value.values()):
+            return value
+        return {key: _numbers_by_value(item) for key, item in value.items()}
+    if kind is list:
+        if _unchanged(value):
+            return value
+        return [_numbers_by_value(item) for item in value]
+    return value
+
+
+def _unchanged(values) -> bool:
+    """Whether these values need no rewriting: scalars, and no float that is an integer.
+
+    The common case (an item with prices such as 120.5) is decided mostly in C.
+    """
+    kinds = set(map(type, values))
+    if kinds.isdisjoint(_REWRITTEN):
+        return True
+    if dict in kinds or list in kinds:
+        return False
+    floats = [v for v in values if v.__class__ is float]
+    return all(map(math.isfinite, floats)) and not any(map(float.is_integer, floats))

@@ -1,0 +1,85 @@
+"""Render the nginx configuration into a prefix directory.
+
+    python deploy/nginx/render.py PREFIX [--listen 0.0.0.0:80] [--upstream 127.0.0.1:8000]
+    nginx -p PREFIX -c PREFIX/nginx.conf -e stderr
+
+PREFIX gets nginx.conf and the logs/ and tmp/ directories nginx writes to. The proxy's body
+limit is MAX_REQUEST_BODY_BYTES (the service's, 16 MiB by default; read from the environment
+like the service does) plus a margin, so that the service answers and audits its own 413.
+Standard library only: it runs before the virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+TEMPLATE = Path(__file__).with_name("nginx.conf.template")
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+MARGIN = 1024 * 1024
+
+
+def render(
+    *,
+    listen: str = "8080",
+    upstream: str = "127.0.0.1:8000",
+    max_body_bytes: int | None = None,
+    worker_processes: str = "auto",
+    daemon: bool = True,
+    user: str | None = None,
+) -> str:
+    if max_body_bytes is None:
+        max_body_bytes = int(os.environ.get("MAX_REQUEST_BODY_BYTES") or DEFAULT_MAX_BODY)
+    values = {
+        "listen": listen,
+        "upstream": upstream,
+        "client_max_body_size": str(max_body_bytes + MARGIN),
+        "worker_processes": worker_processes,
+        "daemon": "on" if daemon else "off",
+        # Started as root, nginx runs its workers as this user (nobody when unset); they write
+        # the temporary files under PREFIX/tmp, so the user must be able to reach PREFIX.
+        "user": f"user {user};\n" if user else "",
+    }
+    text = TEMPLATE.read_text()
+    for name, value in values.items():
+        text = text.replace("{{" + name + "}}", value)
+    if "{{" in text:
+        raise ValueError("a placeholder of the template was left unrendered")
+    return text
+
+
+def write(prefix: Path, **options) -> Path:
+    """Write PREFIX/nginx.conf and create the directories nginx needs; the config's path."""
+    prefix = prefix.resolve()
+    for directory in ("logs", "tmp"):
+        (prefix / directory).mkdir(parents=True, exist_ok=True)
+    config = prefix / "nginx.conf"
+    config.write_text(render(**options))
+    return config
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("prefix", type=Path, help="directory for nginx.conf, logs/ and tmp/")
+    parser.add_argument("--listen", default="8080", help="nginx's listen argument (8080)")
+    parser.add_argument("--upstream", default="127.0.0.1:8000", help="gunicorn's address")
+    parser.add_argument("--max-body-bytes", type=int, default=None)
+    parser.add_argument("--worker-processes", default="auto")
+    parser.add_argument("--foreground", action="store_true", help="daemon off (systemd, tests)")
+    parser.add_argument("--user", default=None, help="workers' user when started as root")
+    args = parser.parse_args()
+    config = write(
+        args.prefix,
+        listen=args.listen,
+        upstream=args.upstream,
+        max_body_bytes=args.max_body_bytes,
+        worker_processes=args.worker_processes,
+        daemon=not args.foreground,
+        user=args.user,
+    )
+    print(f"nginx -p {config.parent} -c {config} -e stderr")
+
+
+if __name__ == "__main__":
+    main()

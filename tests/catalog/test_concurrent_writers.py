@@ -1,0 +1,167 @@
+"""Writers at the same time end as some serial order of the same calls (PostgreSQL row locks)."""
+
+import json
+import threading
+import time
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+from rest_framework.test import APIClient
+
+from catalog.models import PendingProduct, Product
+from tests.factories import ProductFactory
+from tests.partner_api.sync_helpers import item, post_sync
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+WAIT = 20
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def _wait_for_lock_waiters(count: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while _lock_waiters() < count:
+        assert time.monotonic() < deadline, "the writer never queued behind the lock"
+        time.sleep(0.02)
+
+
+def _deadlocks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+class RowLockHolder(threading.Thread):
+    """Holds a row lock on a product, in its own connection, until released."""
+
+    def __init__(self, product: Product):
+        super().__init__(daemon=True)
+        self.pk = product.pk
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def run(self):
+        try:
+            with transaction.atomic():
+                Product.objects.select_for_update().get(pk=self.pk)
+                self.held.set()
+                self.release.wait(WAIT)
+        finally:
+            connection.close()
+
+    def __enter__(self):
+        self.start()
+        assert self.held.wait(WAIT)
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.join(WAIT)
+
+
+def _in_thread(func, results: dict, name: str) -> threading.Thread:
+    def run():
+        try:
+            results[name] = func()
+        except Exception as exc:
+            results[name] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _sync(api_key: str, products: list[dict]):
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=api_key)
+    response = post_sync(client, {"products": products})
+    return response.status_code, response.json()
+
+
+def _import(path) -> str:
+    out = StringIO()
+    call_command("import_products", str(path), stdout=out)
+    return out.getvalue()
+
+
+def test_a_product_imported_while_a_batch_waits_for_a_lock_takes_the_batch(api_key, tmp_path):
+    held = ProductFactory(stock_code="HELD", ean="", shop_quantity=1)
+    catalogue = tmp_path / "new.json"
+    catalogue.write_text(json.dumps([item("NEW", shop_quantity=0)]))
+    results: dict = {}
+    with RowLockHolder(held):
+        batch = [item("HELD", shop_quantity=5), item("NEW", shop_quantity=7)]
+        sync = _in_thread(lambda: _sync(api_key, batch), results, "sync")
+        _wait_for_lock_waiters(1)
+        # The product is created (and committed) while the batch waits for HELD.
+        assert "Created 1" in _import(catalogue)
+    sync.join(WAIT)
+
+    status, body = results["sync"]
+    assert status == 200
+    assert (body["products_updated"], body["unknown_products"]) == (2, 0)
+    assert Product.objects.get(stock_code="NEW").shop_quantity == 7
+    assert Product.objects.get(stock_code="HELD").shop_quantity == 5
+    assert not PendingProduct.objects.filter(state=PendingProduct.State.OPEN).exists()
+
+
+def test_a_product_created_in_the_admin_way_while_a_batch_waits_is_matched(api_key):
+    held = ProductFactory(stock_code="HELD", ean="", shop_quantity=1)
+    results: dict = {}
+    with RowLockHolder(held):
+        batch = [item("HELD", shop_quantity=5), item("NEW", ean="123", shop_quantity=7)]
+        sync = _in_thread(lambda: _sync(api_key, batch), results, "sync")
+        _wait_for_lock_waiters(1)
+        ProductFactory(stock_code="NEW", ean="123", shop_quantity=0)
+    sync.join(WAIT)
+
+    assert results["sync"][1]["unknown_products"] == 0
+    assert Product.objects.get(stock_code="NEW").shop_quantity == 7
+    assert not PendingProduct.objects.exists()
+
+
+def test_an_import_beside_a_sync_locks_in_the_same_order_and_never_deadlocks(api_key, tmp_path):
+    # Stock-code order is the reverse of primary-key order, and the first product's row is
+    # rewritten so that it also lies after the second one in the table.
+    first = ProductFactory(stock_code="Z-1", ean="", shop_quantity=1)
+    second = ProductFactory(stock_code="A-1", ean="", shop_quantity=1)
+    Product.objects.filter(pk=first.pk).update(shop_quantity=2)
+    catalogue = tmp_path / "catalogue.json"
+    catalogue.write_text(
+        json.dumps([item("A-1", shop_quantity=10), item("Z-1", shop_quantity=10), item("N-1")])
+    )
+    deadlocks_before = _deadlocks()
+    results: dict = {}
+    with RowLockHolder(second):
+        importer = _in_thread(lambda: _import(catalogue), results, "import")
+        _wait_for_lock_waiters(1)
+        batch = [item("Z-1", shop_quantity=20), item("A-1", shop_quantity=20)]
+        sync = _in_thread(lambda: _sync(api_key, batch), results, "sync")
+        _wait_for_lock_waiters(2)
+    importer.join(WAIT)
+    sync.join(WAIT)
+
+    assert "Created 1, updated 2" in results["import"]
+    assert results["sync"][0] == 200
+    # The import queued first and the sync after it: the sync's values are the last word.
+    assert sorted(Product.objects.values_list("stock_code", "shop_quantity")) == [
+        ("A-1", 20),
+        ("N-1", 5),
+        ("Z-1", 20),
+    ]
+    # The victim of a deadlock would have been retried; none happened at all.
+    time.sleep(1.5)
+    assert _deadlocks() == deadlocks_before
