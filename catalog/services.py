@@ -358,6 +358,14 @@ def _sync_attempt(request: SyncRequest) -> _Outcome:
     with transaction.atomic():
         control = sync_paused()
         if control is not None:
+            # The answer to a retry of an applied request is its original answer, paused or not.
+            stored = (
+                _idempotency_stored(request)
+                if request.request_id is not None and not request.dry_run
+                else None
+            )
+            if stored is not None:
+                return _Outcome(result=_replayed(request, stored))
             return _paused(request, control)
         claim_id, replayed = _claim_or_replay(request)
         if replayed is not None:
@@ -415,6 +423,11 @@ def _claim_or_replay(request: SyncRequest) -> tuple[int | None, SyncResult | Non
     )
     if claim_id is not None:
         return claim_id, None
+    return None, _replayed(request, stored)
+
+
+def _replayed(request: SyncRequest, stored: dict[str, Any]) -> SyncResult:
+    """The stored result of an identical applied request, audited as a replay."""
     result = SyncResult.from_stored(stored)
     request.audit(
         outcome=SyncAudit.Outcome.REPLAYED,
@@ -423,7 +436,7 @@ def _claim_or_replay(request: SyncRequest) -> tuple[int | None, SyncResult | Non
         unknown=result.unknown,
         stale=result.stale,
     )
-    return None, result
+    return result
 
 
 def _refuse_unknown_single_item(
