@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.conf import settings
 from django.utils import timezone
 
-from catalog.models import IdempotencyRecord, SyncAudit
+from catalog.models import SyncAudit
 from catalog.schemas import SyncContext
-from catalog.services import SyncClient, SyncResult, sync_audit_create, sync_endpoint
+from catalog.services import SyncClient, SyncResult, idempotency_stored, sync_audit_create
 
 
 def sync_replay_of_applied(
@@ -29,18 +26,12 @@ def sync_replay_of_applied(
     replay; None (and nothing written) when there is no such request within the retention
     window.
     """
-    cutoff = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
-    stored = (
-        IdempotencyRecord.objects.filter(
-            api_key_id=client.key_id,
-            endpoint=sync_endpoint(single=single),
-            request_id=request_id,
-            body_hash=body_hash,
-            created_at__gte=cutoff,
-            response__isnull=False,
-        )
-        .values_list("response", flat=True)
-        .first()
+    stored = idempotency_stored(
+        client=client,
+        single=single,
+        request_id=request_id,
+        body_hash=body_hash,
+        now=timezone.now(),
     )
     if stored is None:
         return None
@@ -56,5 +47,6 @@ def sync_replay_of_applied(
         received=received,
         updated=result.updated,
         unknown=result.unknown,
+        stale=result.stale,
     )
     return result

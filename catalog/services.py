@@ -717,20 +717,34 @@ def _idempotency_claim(
     return None, stored
 
 
-def _idempotency_stored(request: SyncRequest) -> dict[str, Any] | None:
-    """The stored response a real call of this request would replay, without claiming it."""
-    cutoff = request.now - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
+def idempotency_stored(
+    *, client: SyncClient, single: bool, request_id: str, body_hash: str, now
+) -> dict[str, Any] | None:
+    """The stored response of an applied request with this key, request_id and canonical body,
+    within the retention window; read without claiming anything."""
+    cutoff = now - timedelta(hours=settings.IDEMPOTENCY_RETENTION_HOURS)
     return (
         IdempotencyRecord.objects.filter(
-            api_key_id=request.client.key_id,
-            endpoint=request.endpoint,
-            request_id=request.request_id,
-            body_hash=request.body_hash,
+            api_key_id=client.key_id,
+            endpoint=sync_endpoint(single=single),
+            request_id=request_id,
+            body_hash=body_hash,
             created_at__gte=cutoff,
             response__isnull=False,
         )
         .values_list("response", flat=True)
         .first()
+    )
+
+
+def _idempotency_stored(request: SyncRequest) -> dict[str, Any] | None:
+    """The stored response a real call of this request would replay, without claiming it."""
+    return idempotency_stored(
+        client=request.client,
+        single=request.single,
+        request_id=request.request_id,
+        body_hash=request.body_hash,
+        now=request.now,
     )
 
 
