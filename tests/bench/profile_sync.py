@@ -1,0 +1,294 @@
+"""Where a sync request's time goes, phase by phase, in one process on PostgreSQL.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python \
+        tests/bench/profile_sync.py [--runs 7] [--size 5000] [--cprofile changed]
+
+Sends the benchmark's requests through Django's test client (the whole stack: middleware,
+authentication, parsing, validation, the sync service, rendering) with timing wrappers around
+each phase and `connection.execute_wrapper` around every SQL statement (COPY is timed around
+psycopg's copy). Times are exclusive: a phase's SQL is counted under the statement, not under
+the phase, so the rows add up to the request's total. Garbage collection is reported apart (it
+happens inside the phases). The wrappers are installed by this script only; nothing in the
+service changes. The database named in DATABASE_URL is dropped and re-created.
+
+`--cprofile SCENARIO` also prints cProfile's top functions for one request of that scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import gc
+import io
+import json
+import os
+import pstats
+import re
+import statistics
+import sys
+import time
+import types
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.bench.run import batch_body, full_item, recreate_database  # noqa: E402
+
+SYNC = "/api/v1/partner/products/sync"
+ITEM = "/api/v1/partner/products/item"
+
+
+class Clock:
+    """Exclusive time per named section: a section's time excludes the sections inside it."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)
+        self.stack: list[list] = []
+        self.gc_time = 0.0
+        self._gc_started: float | None = None
+
+    @contextmanager
+    def section(self, name: str):
+        started = time.perf_counter()
+        self.stack.append([name, 0.0])
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - started
+            _, inner = self.stack.pop()
+            self.totals[name] += elapsed - inner
+            self.counts[name] += 1
+            if self.stack:
+                self.stack[-1][1] += elapsed
+
+    def wrap(self, name: str, func):
+        @functools.wraps(func)
+        def timed(*args, **kwargs):
+            with self.section(name):
+                return func(*args, **kwargs)
+
+        return timed
+
+    def sql(self, execute, sql, params, many, context):
+        with self.section("SQL " + statement_label(sql)):
+            return execute(sql, params, many, context)
+
+    def on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started is not None:
+            self.gc_time += time.perf_counter() - self._gc_started
+            self._gc_started = None
+
+    def reset(self) -> None:
+        self.totals.clear()
+        self.counts.clear()
+        self.gc_time = 0.0
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def statement_label(sql: str) -> str:
+    """A short, stable name for a statement: its verb and table."""
+    text = _SPACES.sub(" ", sql).strip()
+    verb = text.split(" ", 1)[0].upper()
+    if verb == "SELECT":
+        match = re.search(r' FROM "?(\w+)"?', text)
+        table = match.group(1) if match else "?"
+        lock = " FOR NO KEY UPDATE" if "FOR NO KEY UPDATE" in text else ""
+        return f"SELECT {table}{lock}"
+    if verb == "INSERT":
+        match = re.match(r'INSERT INTO "?(\w+)"?', text)
+        source = " SELECT" if " SELECT " in text else ""
+        conflict = " ON CONFLICT" if "ON CONFLICT" in text else ""
+        return f"INSERT {match.group(1) if match else '?'}{source}{conflict}"
+    if verb == "UPDATE":
+        match = re.match(r'UPDATE "?(\w+)"?', text)
+        source = " FROM temp" if " FROM bulk_rows" in text else ""
+        return f"UPDATE {match.group(1) if match else '?'}{source}"
+    if verb == "CREATE":
+        return "CREATE TEMPORARY TABLE"
+    return text[:40]
+
+
+def instrument(clock: Clock) -> None:
+    """Install the timing wrappers (this process only)."""
+    from django.db import connection
+    from rest_framework import renderers
+
+    import catalog.pending
+    import catalog.services
+    import core.bulk
+    import partner_api.authentication
+    import partner_api.parsers
+    import partner_api.products
+    from partner_api.schemas import BatchSyncRequest, ItemSyncRequest
+
+    parsers = partner_api.parsers
+    parsers.StrictJSONParser.parse = clock.wrap(
+        "request body reading (DRF parser)", parsers.StrictJSONParser.parse
+    )
+    parsers.parse_json = clock.wrap(
+        "JSON parsing (std-lib, duplicate-key hook)", parsers.parse_json
+    )
+    auth = partner_api.authentication.ApiKeyAuthentication
+    auth.authenticate = clock.wrap("authentication (API key hash)", auth.authenticate)
+    views = partner_api.products
+    views.ProductSyncView.request_model = types.SimpleNamespace(
+        model_validate=clock.wrap("pydantic validation", BatchSyncRequest.model_validate)
+    )
+    views.ProductItemView.request_model = types.SimpleNamespace(
+        model_validate=clock.wrap("pydantic validation", ItemSyncRequest.model_validate)
+    )
+    views.body_hash = clock.wrap("body hash (canonical JSON + sha256)", views.body_hash)
+    views.products_sync = clock.wrap("sync service: transaction, retry", views.products_sync)
+    views.SyncView.replay_by_raw_body = clock.wrap(
+        "raw-body replay: read the body, sha256", views.SyncView.replay_by_raw_body
+    )
+    views.products_sync_replay = clock.wrap(
+        "raw-body replay: lookup, audit row (Python)", views.products_sync_replay
+    )
+    views.ProductSyncView.dispatch = clock.wrap("DRF view dispatch", views.ProductSyncView.dispatch)
+    views.ProductItemView.dispatch = clock.wrap("DRF view dispatch", views.ProductItemView.dispatch)
+    services = catalog.services
+    for name, label in [
+        ("duplicate_key_problems", "duplicate-key check"),
+        ("sync_paused", "sync service: pause switch"),
+        ("_idempotency_claim", "sync service: idempotency claim"),
+        ("_resolve", "sync service: resolve keys (Python)"),
+        ("_changes", "sync service: changes and history rows (Python)"),
+        ("sync_audit_create", "sync service: audit row (ORM)"),
+        ("bulk_update_rows", "bulk update (Python)"),
+        ("bulk_insert_rows", "bulk insert (Python)"),
+        ("pending_close_for_synced", "pending keys (Python)"),
+        ("_pending_record", "pending keys (Python)"),
+    ]:
+        setattr(services, name, clock.wrap(label, getattr(services, name)))
+    core.bulk._copy = clock.wrap(
+        "SQL COPY (into a temporary table, or history rows)", core.bulk._copy
+    )
+    core.bulk.select_rows = clock.wrap("select rows (Python)", core.bulk.select_rows)
+    services.select_rows = core.bulk.select_rows
+    renderer = renderers.JSONRenderer
+    renderer.render = clock.wrap("rendering (DRF JSONRenderer)", renderer.render)
+    connection.ensure_connection()
+    connection.commit = clock.wrap("SQL COMMIT", connection.commit)
+    connection.execute_wrappers.append(clock.sql)
+    gc.callbacks.append(clock.on_gc)
+
+
+def seed(size: int) -> str:
+    from django.core.management import call_command
+
+    from catalog.schemas import ProductItem
+    from catalog.services import products_import
+    from partner_api.keys import api_key_create
+
+    call_command("migrate", verbosity=0)
+    products_import(items=[ProductItem.model_validate(full_item(i, 1)) for i in range(size)])
+    _, key = api_key_create(name="profile")
+    return key
+
+
+def scenarios(size: int, client):
+    """name -> (body of round i, send a body, what to do once before the rounds)."""
+
+    def post(body: bytes, replayed: bool = False) -> None:
+        response = client.post(SYNC, body, content_type="application/json")
+        assert response.status_code == 200, response.content[:300]
+        assert (response.headers.get("Idempotent-Replayed") == "true") == replayed
+
+    def put(body: bytes) -> None:
+        response = client.put(ITEM, body, content_type="application/json")
+        assert response.status_code == 200, response.content[:300]
+
+    same = batch_body(size, 4000)
+    replay = batch_body(size, 500, request_id="PROFILE-REPLAY")
+    return {
+        "changed": (lambda i: batch_body(size, 10 + i), post, None),
+        "unchanged": (lambda i: same, post, lambda: post(same)),
+        "replay": (lambda i: replay, functools.partial(post, replayed=True), lambda: post(replay)),
+        "single": (lambda i: json.dumps(full_item(i % size, 1000 + i)).encode(), put, None),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--size", type=int, default=5000)
+    parser.add_argument("--cprofile", choices=["changed", "unchanged", "replay", "single"])
+    parser.add_argument("--top", type=int, default=30)
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit("set DATABASE_URL to a PostgreSQL database of the profile's own")
+    recreate_database(url)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.test import Client
+
+    key = seed(args.size)
+    client = Client(HTTP_X_API_KEY=key)
+    clock = Clock()
+    instrument(clock)
+
+    results: dict[str, list[dict[str, float]]] = {}
+    cprofile_text = ""
+    for name, (body_of, send, prepare) in scenarios(args.size, client).items():
+        if prepare is not None:
+            prepare()
+        for i in range(-2, args.runs):
+            body = body_of(i)
+            gc.collect()
+            clock.reset()
+            with clock.section("Django: test client, handler, middleware, URL"):
+                send(body)
+            if i >= 0:
+                row = dict(clock.totals)
+                row["(total)"] = sum(clock.totals.values())
+                row["(of which garbage collection)"] = clock.gc_time
+                results.setdefault(name, []).append(row)
+        if args.cprofile == name:
+            body = body_of(args.runs + 1)
+            profile = cProfile.Profile()
+            profile.runcall(send, body)
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(args.top)
+            cprofile_text = out.getvalue()
+
+    report(results)
+    if args.cprofile:
+        print(f"\n# cProfile, one '{args.cprofile}' request, by own time")
+        print(cprofile_text)
+
+
+def report(results: dict[str, list[dict[str, float]]]) -> None:
+    names = list(results)
+    sections = sorted(
+        {s for rows in results.values() for row in rows for s in row},
+        key=lambda s: (
+            s.startswith("("),
+            -max(statistics.median(r.get(s, 0.0) for r in results[n]) for n in names),
+        ),
+    )
+    print(f"{'phase (median ms over runs)':52}" + "".join(f"{n:>11}" for n in names))
+    for section in sections:
+        cells = []
+        for n in names:
+            value = statistics.median(row.get(section, 0.0) for row in results[n]) * 1000
+            cells.append(f"{value:11.1f}")
+        print(f"{section:52}" + "".join(cells))
+
+
+if __name__ == "__main__":
+    main()
