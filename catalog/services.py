@@ -338,7 +338,7 @@ def _sync_attempt(request: SyncRequest) -> _Outcome:
         claim_id, replayed = _claim_or_replay(request)
         if replayed is not None:
             return _Outcome(result=replayed)
-        resolution = _resolve(request.items, read=_DRY_RUN_READ if request.dry_run else _READ)
+        resolution = _resolve(request.items)
         if resolution.problems:
             raise ItemsRefused(resolution.problems)
         if request.single and resolution.unresolved:
@@ -645,10 +645,9 @@ def _db_datetime(value):
     )
 
 
-# What the sync reads of each product with its lock: the key, the document time, and the fields
-# it compares in Python (a real call the tracked fields for history; a dry run every field).
-_READ = ("posted_at", *TRACKED_FIELDS)
-_DRY_RUN_READ = ("posted_at", *VALUE_FIELDS)
+# What the sync reads of each product with its lock: the key, the document time, and every
+# value field, compared in Python (what changes, its history, a dry run's changes).
+_READ = ("posted_at", *VALUE_FIELDS)
 # Positions in a read row: id, ean, stock_code, then the fields read.
 _POSTED_AT = 3
 _VALUES = 4
@@ -656,9 +655,8 @@ _VALUES = 4
 
 def _resolve(items: Sequence[ProductItem], *, read: Sequence[str] = _READ) -> _Resolution:
     """Match each item to its product, locking the products in primary-key order."""
-    # Only the tracked fields are read (for history); the database itself compares the rest
-    # when it writes. The rows are locked in primary-key order, so overlapping batches queue
-    # instead of deadlocking.
+    # The rows are locked in primary-key order, so overlapping batches queue instead of
+    # deadlocking.
     rows = _locked_products({item.stock_code for item in items}, read)
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
     unknown_codes = {item.stock_code for item in items if not products.candidates(*item.key)}
@@ -711,29 +709,36 @@ def _locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
 def _changes(
     matched: Iterable[tuple[ProductItem, tuple]], *, now, posted_at
 ) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
-    """The update row of every matched product, and history entries for its tracked fields.
+    """The update row of every matched product that changes, and history entries for its
+    tracked fields.
 
-    Optional fields that were not sent stay None here and keep their stored value in the
-    update; the update skips products where nothing would change.
+    Compared as the database compares (decimals by value; an optional field that was not sent,
+    or a request without posted_at, keeps the stored value), against the values read with the
+    locks: a product where nothing would change is neither sent nor written. Optional fields
+    that were not sent stay None in the update row and keep their stored value there.
     """
     updates: list[tuple] = []
     history: list[tuple[int, str, str | None, str | None]] = []
     for item, row in matched:
+        new = _all_values(item.__dict__)
+        old = row[_VALUES:]
+        if (new == old or all(n is None or n == o for n, o in zip(new, old, strict=True))) and (
+            posted_at is None or posted_at == row[_POSTED_AT]
+        ):
+            continue
         pk = row[0]
-        sent = item.__dict__
-        old_tracked = row[_VALUES:]
-        new_tracked = _tracked_values(sent)
-        if new_tracked != old_tracked:
-            for name, old, new in zip(TRACKED_FIELDS, old_tracked, new_tracked, strict=True):
-                if new != old:
-                    history.append((pk, name, _text(old), _text(new)))
-        updates.append((pk, *_all_values(sent), posted_at, now))
+        for name, position in _TRACKED_POSITIONS:
+            if new[position] != old[position]:
+                history.append((pk, name, _text(old[position]), _text(new[position])))
+        updates.append((pk, *new, posted_at, now))
     return updates, history
 
 
 _text = ProductHistory.value_text
-_tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 _all_values = operator.itemgetter(*VALUE_FIELDS)
+# Where each tracked field (always sent: none is optional) stands among the value fields.
+_TRACKED_POSITIONS = tuple((name, VALUE_FIELDS.index(name)) for name in TRACKED_FIELDS)
+assert not set(TRACKED_FIELDS) & set(OPTIONAL_FIELDS)
 
 
 _PENDING_FIELDS = (
