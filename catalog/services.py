@@ -338,7 +338,7 @@ def _sync_attempt(request: SyncRequest) -> _Outcome:
         claim_id, replayed = _claim_or_replay(request)
         if replayed is not None:
             return _Outcome(result=replayed)
-        resolution = _resolve(request.items)
+        resolution = _resolve(request.items, read=_DRY_RUN_READ if request.dry_run else _READ)
         if resolution.problems:
             raise ItemsRefused(resolution.problems)
         if request.single and resolution.unresolved:
@@ -645,9 +645,11 @@ def _db_datetime(value):
     )
 
 
-# What the sync reads of each product with its lock: the key, the document time, and every
-# value field, compared in Python (what changes, its history, a dry run's changes).
-_READ = ("posted_at", *VALUE_FIELDS)
+# What the sync reads of each product with its lock: the key, the document time, and the fields
+# it compares in Python (a real call the tracked fields; a dry run every field). A real call
+# reads the other fields only of the products whose tracked fields and time stay (`_changes`).
+_READ = ("posted_at", *TRACKED_FIELDS)
+_DRY_RUN_READ = ("posted_at", *VALUE_FIELDS)
 # Positions in a read row: id, ean, stock_code, then the fields read.
 _POSTED_AT = 3
 _VALUES = 4
@@ -707,38 +709,60 @@ def _locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
 
 
 def _changes(
-    matched: Iterable[tuple[ProductItem, tuple]], *, now, posted_at
+    matched: Sequence[tuple[ProductItem, tuple]], *, now, posted_at
 ) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
     """The update row of every matched product that changes, and history entries for its
     tracked fields.
 
     Compared as the database compares (decimals by value; an optional field that was not sent,
-    or a request without posted_at, keeps the stored value), against the values read with the
-    locks: a product where nothing would change is neither sent nor written. Optional fields
-    that were not sent stay None in the update row and keep their stored value there.
+    or a request without posted_at, keeps the stored value): a product where nothing would
+    change is neither sent nor written. The rows hold the tracked fields; the other fields are
+    read (already locked) only for the products whose tracked fields and time stay, which a
+    batch of stock levels rarely has. Optional fields that were not sent stay None in the
+    update row and keep their stored value there.
     """
     updates: list[tuple] = []
     history: list[tuple[int, str, str | None, str | None]] = []
+    kept = [
+        row[0]
+        for item, row in matched
+        if _tracked_values(item.__dict__) == row[_VALUES:]
+        and (posted_at is None or posted_at == row[_POSTED_AT])
+    ]
+    stored = _untracked_values(kept)
     for item, row in matched:
-        new = _all_values(item.__dict__)
-        old = row[_VALUES:]
-        if (new == old or all(n is None or n == o for n, o in zip(new, old, strict=True))) and (
-            posted_at is None or posted_at == row[_POSTED_AT]
-        ):
-            continue
+        sent = item.__dict__
         pk = row[0]
-        for name, position in _TRACKED_POSITIONS:
-            if new[position] != old[position]:
-                history.append((pk, name, _text(old[position]), _text(new[position])))
-        updates.append((pk, *new, posted_at, now))
+        old_tracked = row[_VALUES:]
+        new_tracked = _tracked_values(sent)
+        if pk in stored:
+            new = _untracked(sent)
+            old = stored[pk]
+            if new == old or all(n is None or n == o for n, o in zip(new, old, strict=True)):
+                continue
+        else:
+            for name, old_value, new_value in zip(
+                TRACKED_FIELDS, old_tracked, new_tracked, strict=True
+            ):
+                if new_value != old_value:
+                    history.append((pk, name, _text(old_value), _text(new_value)))
+        updates.append((pk, *_all_values(sent), posted_at, now))
     return updates, history
 
 
+def _untracked_values(pks: list[int]) -> dict[int, tuple]:
+    """The stored untracked value fields of these (locked) products, by id."""
+    if not pks:
+        return {}
+    rows = select_rows(Product, ("id", *_UNTRACKED_FIELDS), where_in=("id", pks), order_by="id")
+    return {row[0]: row[1:] for row in rows}
+
+
 _text = ProductHistory.value_text
+_UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_FIELDS)
+_tracked_values = operator.itemgetter(*TRACKED_FIELDS)
+_untracked = operator.itemgetter(*_UNTRACKED_FIELDS)
 _all_values = operator.itemgetter(*VALUE_FIELDS)
-# Where each tracked field (always sent: none is optional) stands among the value fields.
-_TRACKED_POSITIONS = tuple((name, VALUE_FIELDS.index(name)) for name in TRACKED_FIELDS)
-assert not set(TRACKED_FIELDS) & set(OPTIONAL_FIELDS)
 
 
 _PENDING_FIELDS = (
