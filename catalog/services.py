@@ -191,9 +191,12 @@ def sync_limit_problem(count: int) -> Problem | None:
 
 def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
     """A problem for every item whose key another item of the batch has too."""
+    keys = [item.key for item in items]
+    if len(set(keys)) == len(keys):
+        return []
     positions: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for index, item in enumerate(items):
-        positions[item.key].append(index)
+    for index, key in enumerate(keys):
+        positions[key].append(index)
     problems = []
     for (ean, stock_code), indexes in positions.items():
         if len(indexes) < 2:
@@ -661,7 +664,10 @@ def _resolve(items: Sequence[ProductItem], *, read: Sequence[str] = _READ) -> _R
     # deadlocking.
     rows = _locked_products({item.stock_code for item in items}, read)
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
-    unknown_codes = {item.stock_code for item in items if not products.candidates(*item.key)}
+    found = [products.candidates(item.ean, item.stock_code) for item in items]
+    unknown_codes = {
+        item.stock_code for item, candidates in zip(items, found, strict=True) if not candidates
+    }
     if unknown_codes:
         # The statement above saw the catalogue as it was when it started. A product created
         # while it waited for a row lock (by an import, in the admin) exists now, and its
@@ -671,11 +677,11 @@ def _resolve(items: Sequence[ProductItem], *, read: Sequence[str] = _READ) -> _R
         if fresh.keys() - {row[0] for row in rows}:
             rows = [row for row in rows if row[0] not in fresh] + list(fresh.values())
             products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
+            found = [products.candidates(item.ean, item.stock_code) for item in items]
 
     resolution = _Resolution()
     claimed_by: dict[int, int] = {}
-    for index, item in enumerate(items):
-        candidates = products.candidates(item.ean, item.stock_code)
+    for index, (item, candidates) in enumerate(zip(items, found, strict=True)):
         if not candidates:
             resolution.unresolved.append((item, PendingProduct.Reason.UNKNOWN))
         elif len(candidates) > 1:
