@@ -66,7 +66,15 @@ def _decimal_comma(value: Any) -> Any:
     return value
 
 
+def _plain_key(value: Any) -> bool:
+    # Printable ASCII (the common key): what `key_text` makes of it is value.strip(), with no
+    # character to refuse; decided in C, without the Unicode checks.
+    return value.__class__ is str and value.isascii() and value.isprintable()
+
+
 def _stock_code(value: Any) -> Any:
+    if _plain_key(value):
+        return value.strip()
     if isinstance(value, str):
         if has_invisible_characters(value) and not visible_text(value):
             # Invisible only: as empty as "" to whoever reads it, so the same 422.
@@ -82,6 +90,8 @@ def _stock_code(value: Any) -> Any:
 
 
 def _ean(value: Any) -> Any:
+    if _plain_key(value):
+        return value.strip()
     if isinstance(value, str):
         return key_text(value)
     if isinstance(value, float):
@@ -112,8 +122,13 @@ def _decimal_bounds(max_digits: int, places: int) -> AfterValidator:
     has 15,000 of these.
     """
     limit = Decimal(10) ** (max_digits - places)
+    quantum = Decimal(1).scaleb(-places)
 
     def check(value: Decimal) -> Decimal:
+        # Within the bounds, a whole number of quanta is a valid value: compared in C (the
+        # quantize of a value under the limit fits the context's 28 digits).
+        if -limit < value < limit and value.quantize(quantum) == value:
+            return value
         if value.as_tuple().exponent < -places and value.normalize().as_tuple().exponent < -places:
             raise PydanticCustomError(
                 "decimal_max_places",

@@ -193,9 +193,12 @@ def sync_limit_problem(count: int) -> Problem | None:
 
 def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
     """A problem for every item whose key another item of the batch has too."""
+    keys = [item.key for item in items]
+    if len(set(keys)) == len(keys):
+        return []
     positions: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for index, item in enumerate(items):
-        positions[item.key].append(index)
+    for index, key in enumerate(keys):
+        positions[key].append(index)
     problems = []
     for (ean, stock_code), indexes in positions.items():
         if len(indexes) < 2:
@@ -755,7 +758,8 @@ def _db_datetime(value):
 
 
 # What the sync reads of each product with its lock: the key, the document time, and the fields
-# it compares in Python (a real call the tracked fields for history; a dry run every field).
+# it compares in Python (a real call the tracked fields; a dry run every field). A real call
+# reads the other fields only of the products whose tracked fields and time stay (`_changes`).
 _READ = ("posted_at", *TRACKED_FIELDS)
 _DRY_RUN_READ = ("posted_at", *VALUE_FIELDS)
 # Positions in a read row: id, ean, stock_code, then the fields read.
@@ -765,12 +769,14 @@ _VALUES = 4
 
 def _resolve(items: Sequence[ProductItem], *, read: Sequence[str] = _READ) -> _Resolution:
     """Match each item to its product, locking the products in primary-key order."""
-    # Only the tracked fields are read (for history); the database itself compares the rest
-    # when it writes. The rows are locked in primary-key order, so overlapping batches queue
-    # instead of deadlocking.
+    # The rows are locked in primary-key order, so overlapping batches queue instead of
+    # deadlocking.
     rows = _locked_products({item.stock_code for item in items}, read)
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
-    unknown_codes = {item.stock_code for item in items if not products.candidates(*item.key)}
+    found = [products.candidates(item.ean, item.stock_code) for item in items]
+    unknown_codes = {
+        item.stock_code for item, candidates in zip(items, found, strict=True) if not candidates
+    }
     if unknown_codes:
         # The statement above saw the catalogue as it was when it started. A product created
         # while it waited for a row lock (by an import, in the admin) exists now, and its
@@ -780,11 +786,11 @@ def _resolve(items: Sequence[ProductItem], *, read: Sequence[str] = _READ) -> _R
         if fresh.keys() - {row[0] for row in rows}:
             rows = [row for row in rows if row[0] not in fresh] + list(fresh.values())
             products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
+            found = [products.candidates(item.ean, item.stock_code) for item in items]
 
     resolution = _Resolution()
     claimed_by: dict[int, int] = {}
-    for index, item in enumerate(items):
-        candidates = products.candidates(item.ean, item.stock_code)
+    for index, (item, candidates) in enumerate(zip(items, found, strict=True)):
         if not candidates:
             resolution.unresolved.append((item, PendingProduct.Reason.UNKNOWN))
         elif len(candidates) > 1:
@@ -818,30 +824,59 @@ def _locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
 
 
 def _changes(
-    matched: Iterable[tuple[ProductItem, tuple]], *, now, posted_at
+    matched: Sequence[tuple[ProductItem, tuple]], *, now, posted_at
 ) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
-    """The update row of every matched product, and history entries for its tracked fields.
+    """The update row of every matched product that changes, and history entries for its
+    tracked fields.
 
-    Optional fields that were not sent stay None here and keep their stored value in the
-    update; the update skips products where nothing would change.
+    Compared as the database compares (decimals by value; an optional field that was not sent,
+    or a request without posted_at, keeps the stored value): a product where nothing would
+    change is neither sent nor written. The rows hold the tracked fields; the other fields are
+    read (already locked) only for the products whose tracked fields and time stay, which a
+    batch of stock levels rarely has. Optional fields that were not sent stay None in the
+    update row and keep their stored value there.
     """
     updates: list[tuple] = []
     history: list[tuple[int, str, str | None, str | None]] = []
+    kept = [
+        row[0]
+        for item, row in matched
+        if _tracked_values(item.__dict__) == row[_VALUES:]
+        and (posted_at is None or posted_at == row[_POSTED_AT])
+    ]
+    stored = _untracked_values(kept)
     for item, row in matched:
-        pk = row[0]
         sent = item.__dict__
+        pk = row[0]
         old_tracked = row[_VALUES:]
         new_tracked = _tracked_values(sent)
-        if new_tracked != old_tracked:
-            for name, old, new in zip(TRACKED_FIELDS, old_tracked, new_tracked, strict=True):
-                if new != old:
-                    history.append((pk, name, _text(old), _text(new)))
+        if pk in stored:
+            new = _untracked(sent)
+            old = stored[pk]
+            if new == old or all(n is None or n == o for n, o in zip(new, old, strict=True)):
+                continue
+        else:
+            for name, old_value, new_value in zip(
+                TRACKED_FIELDS, old_tracked, new_tracked, strict=True
+            ):
+                if new_value != old_value:
+                    history.append((pk, name, _text(old_value), _text(new_value)))
         updates.append((pk, *_all_values(sent), posted_at, now))
     return updates, history
 
 
+def _untracked_values(pks: list[int]) -> dict[int, tuple]:
+    """The stored untracked value fields of these (locked) products, by id."""
+    if not pks:
+        return {}
+    rows = select_rows(Product, ("id", *_UNTRACKED_FIELDS), where_in=("id", pks), order_by="id")
+    return {row[0]: row[1:] for row in rows}
+
+
 _text = ProductHistory.value_text
+_UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_FIELDS)
 _tracked_values = operator.itemgetter(*TRACKED_FIELDS)
+_untracked = operator.itemgetter(*_UNTRACKED_FIELDS)
 _all_values = operator.itemgetter(*VALUE_FIELDS)
 
 

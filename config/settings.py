@@ -85,6 +85,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.middleware.LargeBodyGcPauseMiddleware",
     "config.middleware.RequestIdMiddleware",
     "monitoring.middleware.HttpMetricsMiddleware",
     "partner_api.middleware.RequestLogMiddleware",

@@ -1,6 +1,9 @@
 """The rules every app's text follows."""
 
+import functools
+import itertools
 import math
+import operator
 import unicodedata
 from typing import Annotated, Any
 
@@ -68,6 +71,19 @@ def key_text(value: str) -> str:
     return value
 
 
+_is_float = functools.partial(operator.is_, float)
+
+
+def floats_finite(values: Any) -> bool:
+    """Whether every float among `values` (a sized collection, read twice) is finite.
+
+    All in C: the floats (by exact class) are summed, and a finite sum proves every term
+    finite (infinity or NaN anywhere makes the sum infinite or NaN). A sum of finite floats
+    that overflows says False: only a cheap false alarm, for the caller's exact check.
+    """
+    return math.isfinite(sum(itertools.compress(values, map(_is_float, map(type, values)))))
+
+
 def non_finite_number(value: Any) -> bool:
     """Whether `value` is a JSON number too large for a float (1e309 parses as infinity)."""
     return value.__class__ is float and not math.isfinite(value)
@@ -85,10 +101,11 @@ class TextFromNumbers(BaseModel):
     @_model_validator(mode="before")
     @classmethod
     def _refuse_non_finite_numbers(cls, data: Any) -> Any:
-        # `float in map(type, ...)` runs in C; most objects hold no float at all.
+        # `floats_finite` runs in C: a Python call per value would cost a 5000-item batch
+        # 125,000 calls, a third of its validation.
         if (
             isinstance(data, dict)
-            and float in map(type, data.values())
+            and not floats_finite(data.values())
             and any(non_finite_number(v) for v in data.values())
         ):
             raise ValidationError.from_exception_data(
