@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from connector.cli import main
 from connector.transport import Reply, TransportError
 
 
@@ -214,3 +216,16 @@ def document(
     **kwargs,
 ) -> dict[str, Any]:
     return {"number": number, "type": type, "state": state, "rows": rows(count, **kwargs)}
+
+
+# The command line run in process against a fake service, and a stream that says it is a terminal.
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def run(args, service, *, stdin=None, stderr=None):
+    out = io.StringIO()
+    err = stderr if stderr is not None else io.StringIO()
+    code = main(args, transport=service, stdout=out, stderr=err, stdin=stdin, sleep=lambda _: None)
+    return code, out.getvalue(), err.getvalue()

@@ -10,21 +10,9 @@ from pathlib import Path
 import pytest
 
 from connector.cli import main
-from tests.connector.fakes import FakeService, document
+from tests.connector.fakes import FakeService, Terminal, document, run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def run(args, service, *, stdin=None, stderr=None):
-    out = io.StringIO()
-    err = stderr if stderr is not None else io.StringIO()
-    code = main(args, transport=service, stdout=out, stderr=err, stdin=stdin, sleep=lambda _: None)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

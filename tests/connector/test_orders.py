@@ -8,19 +8,7 @@ import pytest
 from connector.cli import main
 from connector.orders import AckFileInvalid, order_file_name, parse_ack_file, write_new_file
 from connector.transport import Reply, TransportError
-from tests.connector.fakes import FakeService, order
-
-
-class Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def run(args, service, *, stdin=None, stderr=None):
-    out = io.StringIO()
-    err = stderr if stderr is not None else io.StringIO()
-    code = main(args, transport=service, stdout=out, stderr=err, stdin=stdin, sleep=lambda _: None)
-    return code, out.getvalue(), err.getvalue()
+from tests.connector.fakes import FakeService, Terminal, order, run
 
 
 @pytest.fixture(autouse=True)

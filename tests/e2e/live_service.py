@@ -131,22 +131,21 @@ class LiveService:
         )
 
 
-def _wait_healthy(base_url: str, process: subprocess.Popen, log: Path) -> None:
+def wait_for_url(url: str, process: subprocess.Popen, log: Path, *, name: str) -> None:
+    """Until `url` answers 200; an AssertionError with the log's end if `process` exits first."""
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(
-                f"gunicorn exited {process.returncode}:\n{log.read_text()[-3000:]}"
-            )
+            raise AssertionError(f"{name} exited {process.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            with urllib.request.urlopen(base_url + "/healthz", timeout=2) as response:
+            with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.2)
     raise AssertionError(
-        f"gunicorn did not answer /healthz in {START_TIMEOUT} s:\n{log.read_text()[-3000:]}"
+        f"{name} did not answer {url} in {START_TIMEOUT} s:\n{log.read_text()[-3000:]}"
     )
 
 
@@ -218,7 +217,7 @@ def live_service(server_url: str, workdir: Path, *, workers: int = 2) -> Iterato
                 start_new_session=True,
             )
             try:
-                _wait_healthy(service.base_url, process, log)
+                wait_for_url(service.base_url + "/healthz", process, log, name="gunicorn")
                 yield service
             finally:
                 _stop(process)

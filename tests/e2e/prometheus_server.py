@@ -7,7 +7,6 @@ import json
 import shutil
 import signal
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.e2e.live_service import ROOT, free_port
+from tests.e2e.live_service import ROOT, free_port, wait_for_url
 
 DEPLOY = ROOT / "deploy" / "prometheus"
 PROMETHEUS = shutil.which("prometheus")
@@ -87,7 +86,7 @@ def prometheus(workdir: Path, target: str, token: str) -> Iterator[Prometheus]:
         )
     server = Prometheus(base_url=f"http://127.0.0.1:{port}", log=log)
     try:
-        _wait_ready(server, process)
+        wait_for_url(server.base_url + "/-/ready", process, server.log, name="prometheus")
         yield server
     finally:
         if process.poll() is None:
@@ -97,20 +96,3 @@ def prometheus(workdir: Path, target: str, token: str) -> Iterator[Prometheus]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
-
-
-def _wait_ready(server: Prometheus, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(
-                f"prometheus exited {process.returncode}:\n{server.log.read_text()}"
-            )
-        try:
-            with urllib.request.urlopen(server.base_url + "/-/ready", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"prometheus not ready in {START_TIMEOUT} s:\n{server.log.read_text()}")
