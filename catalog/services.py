@@ -468,7 +468,7 @@ def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
     now = request.now
     posted_at = request.posted_at
     report = _report(request, resolution)
-    updates, history = _changes(report.applied, now=now, posted_at=posted_at)
+    updates, history = _changes(report.applied, posted_at=posted_at)
     audit = request.audit(
         outcome=SyncAudit.Outcome.APPLIED,
         status_code=200,
@@ -478,25 +478,18 @@ def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
     )
     bulk_update_rows(
         Product,
-        (*VALUE_FIELDS, "posted_at", "updated_at"),
+        VALUE_FIELDS,
         updates,
         # A request without posted_at leaves the stored one as it is (a manual override).
         keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
         changed_only=(*VALUE_FIELDS, "posted_at"),
+        constants={"posted_at": posted_at, "updated_at": now},
     )
     bulk_insert_rows(
         ProductHistory,
-        (
-            "product",
-            "audit",
-            "field",
-            "old_value",
-            "new_value",
-            "changed_at",
-            "source",
-            "posted_at",
-        ),
-        [(pk, audit.pk, name, old, new, now, "sync", posted_at) for pk, name, old, new in history],
+        ("product", "field", "old_value", "new_value"),
+        history,
+        constants={"audit": audit.pk, "changed_at": now, "source": "sync", "posted_at": posted_at},
     )
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
@@ -824,7 +817,7 @@ def _locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
 
 
 def _changes(
-    matched: Sequence[tuple[ProductItem, tuple]], *, now, posted_at
+    matched: Sequence[tuple[ProductItem, tuple]], *, posted_at
 ) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
     """The update row of every matched product that changes, and history entries for its
     tracked fields.
@@ -861,7 +854,7 @@ def _changes(
             ):
                 if new_value != old_value:
                     history.append((pk, name, _text(old_value), _text(new_value)))
-        updates.append((pk, *_all_values(sent), posted_at, now))
+        updates.append((pk, *_all_values(sent)))
     return updates, history
 
 

@@ -81,3 +81,74 @@ def test_insert_with_conflict_clause_upserts(write_path):
     q = PendingProduct.objects.get(stock_code="Q")
     assert (p.reason, p.times_seen, p.payload) == ("ambiguous", 3, {"a": 1})
     assert (q.ean, q.reason, q.times_seen, q.payload) == ("E", "unknown", 1, {"b": 2})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_constants_are_set_on_every_row_and_take_part_in_the_comparison(write_path):
+    old = timezone.now() - timedelta(days=1)
+    posted = timezone.now() - timedelta(hours=1)
+    a = ProductFactory(brand="A", posted_at=None, updated_at=old)
+    b = ProductFactory(brand="B", posted_at=posted, updated_at=old)
+    c = ProductFactory(brand="C", posted_at=old, updated_at=old)
+    now = timezone.now()
+    with transaction.atomic():
+        bulk.bulk_update_rows(
+            Product,
+            ("brand",),
+            [
+                (a.pk, "A"),  # only the constant posted_at changes: written
+                (b.pk, "B"),  # nothing changes, the constant included: not written
+                (c.pk, "C2"),
+            ],
+            keep_when_null=("posted_at",),
+            changed_only=("brand", "posted_at"),
+            constants={"posted_at": posted, "updated_at": now},
+        )
+    for product in (a, b, c):
+        product.refresh_from_db()
+    assert (a.brand, a.posted_at, a.updated_at) == ("A", posted, now)
+    assert (b.brand, b.posted_at, b.updated_at) == ("B", posted, old)
+    assert (c.brand, c.posted_at, c.updated_at) == ("C2", posted, now)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_null_constant_keeps_the_stored_value_where_asked(write_path):
+    old = timezone.now() - timedelta(days=1)
+    posted = timezone.now() - timedelta(hours=1)
+    a = ProductFactory(brand="A", posted_at=posted, updated_at=old)
+    now = timezone.now()
+    with transaction.atomic():
+        bulk.bulk_update_rows(
+            Product,
+            ("brand",),
+            [(a.pk, "A2")],
+            keep_when_null=("posted_at",),
+            changed_only=("brand", "posted_at"),
+            constants={"posted_at": None, "updated_at": now},
+        )
+    a.refresh_from_db()
+    assert (a.brand, a.posted_at, a.updated_at) == ("A2", posted, now)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_insert_constants_are_stored_on_every_row(write_path):
+    from catalog.models import ProductHistory, SyncAudit
+
+    product = ProductFactory()
+    audit = SyncAudit.objects.create(
+        endpoint="batch", outcome="applied", status_code=200, duration_ms=1
+    )
+    posted = timezone.now() - timedelta(hours=1)
+    now = timezone.now()
+    with transaction.atomic():
+        bulk.bulk_insert_rows(
+            ProductHistory,
+            ("product", "field", "old_value", "new_value"),
+            [(product.pk, "shop_quantity", str(i), str(i + 1)) for i in range(3)],
+            constants={"audit": audit.pk, "changed_at": now, "source": "sync", "posted_at": posted},
+        )
+    rows = ProductHistory.objects.filter(product=product).order_by("old_value")
+    assert [(r.old_value, r.new_value) for r in rows] == [("0", "1"), ("1", "2"), ("2", "3")]
+    assert {(r.audit_id, r.changed_at, r.source, r.posted_at) for r in rows} == {
+        (audit.pk, now, "sync", posted)
+    }
