@@ -3,6 +3,7 @@
 import contextlib
 import hashlib
 import logging
+import re
 import time
 from typing import Any
 
@@ -57,6 +58,9 @@ def sync_body(result: SyncResult) -> dict[str, Any]:
 
 
 DRY_RUN_VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+# A member "request_id" whose value is not null, as it appears in the raw bytes.
+NAMES_A_REQUEST_ID = re.compile(rb'"request_id"[ \t\r\n]*+:[ \t\r\n]*+(?!null)')
 
 
 def dry_run_param(params, problems: list[Problem]) -> bool:
@@ -170,8 +174,11 @@ class SyncView(PartnerAPIView):
         if not isinstance(parser, parsers.JSONParser):
             return None  # the normal path refuses the media type
         raw = request._request.body
-        if b'"request_id"' not in raw:
-            return None  # nothing to replay without a request_id
+        if not NAMES_A_REQUEST_ID.search(raw):
+            # Nothing to replay without a request_id, nor to keep: a request with none (or
+            # null) leaves no record. (A request_id spelled with escapes is missed here; its
+            # retry is still replayed by the canonical hash.)
+            return None
         self.raw_body_hash = hashlib.sha256(raw).hexdigest()
         user = request.user
         result = products_sync_replay(

@@ -250,3 +250,34 @@ def test_a_body_not_sent_as_json_is_not_replayed(api_client):
     response = api_client.post(reverse(SYNC_URL), data=raw, content_type="text/plain")
     assert response.status_code == 415
     assert _outcomes() == [("applied", 200), ("refused", 415)]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"request_id": null, "products": [ITEM]}',
+        b'{"products": [ITEM], "request_id" :\n null}',
+        b'{"products": [ITEM]}',
+    ],
+)
+def test_a_body_whose_request_id_is_null_or_absent_skips_the_lookup(api_client, raw):
+    ProductFactory(stock_code="A", ean="", shop_quantity=10)
+    raw = raw.replace(b"ITEM", json.dumps(item("A", shop_quantity=5)).encode())
+    with CaptureQueriesContext(connection) as queries:
+        response = _post(api_client, raw)
+    assert response.status_code == 200
+    assert _quantity() == 5
+    # Nothing to look up, nothing kept.
+    assert "catalog_idempotencyrecord" not in _tables_read(queries)
+    assert not IdempotencyRecord.objects.exists()
+
+
+def test_a_null_request_id_inside_an_item_does_not_hide_the_document_s_own(api_client):
+    ProductFactory(stock_code="A", ean="", shop_quantity=10)
+    raw = json.dumps(
+        {"products": [{**item("A", shop_quantity=5), "request_id": None}], "request_id": "DOC-9"}
+    ).encode()
+    assert _post(api_client, raw).status_code == 200
+    assert IdempotencyRecord.objects.get().raw_body_hash == hashlib.sha256(raw).hexdigest()
+    retry = _post(api_client, raw)
+    assert retry["Idempotent-Replayed"] == "true"
