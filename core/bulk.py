@@ -94,6 +94,27 @@ def _copy(cursor, table: str, fields: Sequence[models.Field], rows: Sequence[Seq
             copy.write_row(row)
 
 
+# Joins the values of one text parameter: a control character, which no key holds.
+_SEPARATOR = "\x1f"
+
+
+def _any_of(column: str, values: list[Any]) -> tuple[str, list[Any]]:
+    """`column = ANY(...)` of `values` as one parameter.
+
+    Strings (and integers) travel joined in one text, split by the database: psycopg would
+    otherwise quote a 5000-element array in Python (about 1 µs an element). Strings holding
+    the separator travel as an array.
+    """
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        return f"{column} = ANY(string_to_array(%s, ',')::bigint[])", [",".join(map(str, values))]
+    if kinds == {str}:
+        joined = _SEPARATOR.join(values)
+        if joined and joined.count(_SEPARATOR) == len(values) - 1:
+            return f"{column} = ANY(string_to_array(%s, E'\\x1f'))", [joined]
+    return f"{column} = ANY(%s)", [values]
+
+
 def select_rows(
     model: type[models.Model],
     field_names: Sequence[str],
@@ -118,7 +139,7 @@ def select_rows(
     if not values:
         return []
     if connection.vendor == "postgresql":
-        condition, params = f"{column} = ANY(%s)", [values]
+        condition, params = _any_of(column, values)
     else:
         condition, params = f"{column} IN ({', '.join('%s' for _ in values)})", values
     sql = f"SELECT {columns} FROM {table} WHERE {condition} ORDER BY {order}"

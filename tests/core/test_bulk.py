@@ -152,3 +152,35 @@ def test_insert_constants_are_stored_on_every_row(write_path):
     assert {(r.audit_id, r.changed_at, r.source, r.posted_at) for r in rows} == {
         (audit.pk, now, "sync", posted)
     }
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "codes",
+    [
+        ["A", "B,C", 'Q"uote', "back\\slash", "{brace}", "sp ace", "ÄÖ"],
+        ["A", "sep\x1farated"],  # the separator inside a value: sent as an array
+        ["A"],
+    ],
+)
+def test_select_rows_finds_exactly_the_rows_named(codes):
+    products = {code: ProductFactory(stock_code=code, ean="") for code in codes}
+    ProductFactory(stock_code="OTHER", ean="")
+    rows = bulk.select_rows(
+        Product, ("id", "stock_code"), where_in=("stock_code", codes), order_by="id"
+    )
+    assert sorted(rows) == sorted((p.pk, code) for code, p in products.items())
+    by_id = bulk.select_rows(
+        Product,
+        ("stock_code",),
+        where_in=("id", [p.pk for p in products.values()]),
+        order_by="id",
+    )
+    assert sorted(row[0] for row in by_id) == sorted(codes)
+
+
+@pytest.mark.django_db
+def test_select_rows_by_an_empty_string():
+    product = ProductFactory(stock_code="A", ean="")
+    rows = bulk.select_rows(Product, ("id",), where_in=("ean", [""]), order_by="id")
+    assert rows == [(product.pk,)]
