@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import operator
@@ -15,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import DecimalField
 from django.utils import timezone
 
 from catalog.keys import ProductsByKey
@@ -34,7 +36,7 @@ from catalog.schemas import (
     ProductItem,
     SyncContext,
 )
-from core.bulk import bulk_insert_rows, bulk_update_rows, select_rows
+from core.bulk import bulk_insert_rows, bulk_update_rows, select_rows, uses_copy
 from core.problems import Problem, Refused
 from core.retry import run_with_retry
 from monitoring.metrics import record_sync_call
@@ -468,7 +470,7 @@ def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
     now = request.now
     posted_at = request.posted_at
     report = _report(request, resolution)
-    updates, history = _changes(report.applied, posted_at=posted_at)
+    updates, moved = _changes(report.applied, posted_at=posted_at)
     audit = request.audit(
         outcome=SyncAudit.Outcome.APPLIED,
         status_code=200,
@@ -476,6 +478,10 @@ def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
         unknown=len(report.unknown_keys),
         stale=len(report.stale_keys),
     )
+    history = {"audit": audit.pk, "changed_at": now, "source": "sync", "posted_at": posted_at}
+    # Many rows: the database writes the history from the old and new values side by side,
+    # without sending every changed value back and forth.
+    in_sql = uses_copy(updates)
     bulk_update_rows(
         Product,
         VALUE_FIELDS,
@@ -484,13 +490,10 @@ def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
         keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
         changed_only=(*VALUE_FIELDS, "posted_at"),
         constants={"posted_at": posted_at, "updated_at": now},
+        before=functools.partial(_history_from_table, constants=history) if in_sql else None,
     )
-    bulk_insert_rows(
-        ProductHistory,
-        ("product", "field", "old_value", "new_value"),
-        history,
-        constants={"audit": audit.pk, "changed_at": now, "source": "sync", "posted_at": posted_at},
-    )
+    if not in_sql:
+        bulk_insert_rows(ProductHistory, _HISTORY_FIELDS, _history(moved), constants=history)
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
         matched=[(item.ean, item.stock_code, row[0]) for item, row in report.applied if item.ean],
@@ -818,9 +821,9 @@ def _locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
 
 def _changes(
     matched: Sequence[tuple[ProductItem, tuple]], *, posted_at
-) -> tuple[list[tuple], list[tuple[int, str, str | None, str | None]]]:
-    """The update row of every matched product that changes, and history entries for its
-    tracked fields.
+) -> tuple[list[tuple], list[tuple[ProductItem, tuple]]]:
+    """The update row of every matched product that changes, and the matched pairs whose
+    tracked fields or document time move (their history is `_history`).
 
     Compared as the database compares (decimals by value; an optional field that was not sent,
     or a request without posted_at, keeps the stored value): a product where nothing would
@@ -829,33 +832,87 @@ def _changes(
     batch of stock levels rarely has. Optional fields that were not sent stay None in the
     update row and keep their stored value there.
     """
-    updates: list[tuple] = []
-    history: list[tuple[int, str, str | None, str | None]] = []
     kept = [
         row[0]
         for item, row in matched
         if _tracked_values(item.__dict__) == row[_VALUES:]
         and (posted_at is None or posted_at == row[_POSTED_AT])
     ]
+    if not kept:
+        # The usual batch of new stock levels: every product is written.
+        return [(row[0], *_all_values(item.__dict__)) for item, row in matched], list(matched)
     stored = _untracked_values(kept)
+    updates: list[tuple] = []
+    moved: list[tuple[ProductItem, tuple]] = []
     for item, row in matched:
         sent = item.__dict__
         pk = row[0]
-        old_tracked = row[_VALUES:]
-        new_tracked = _tracked_values(sent)
         if pk in stored:
             new = _untracked(sent)
             old = stored[pk]
             if new == old or all(n is None or n == o for n, o in zip(new, old, strict=True)):
                 continue
         else:
-            for name, old_value, new_value in zip(
-                TRACKED_FIELDS, old_tracked, new_tracked, strict=True
-            ):
-                if new_value != old_value:
-                    history.append((pk, name, _text(old_value), _text(new_value)))
+            moved.append((item, row))
         updates.append((pk, *_all_values(sent)))
-    return updates, history
+    return updates, moved
+
+
+def _history(moved: Iterable[tuple[ProductItem, tuple]]) -> list[tuple]:
+    """History rows (product, field, old, new) of the tracked fields that change."""
+    rows = []
+    for item, row in moved:
+        new_tracked = _tracked_values(item.__dict__)
+        for name, old_value, new_value in zip(
+            TRACKED_FIELDS, row[_VALUES:], new_tracked, strict=True
+        ):
+            if new_value != old_value:
+                rows.append((row[0], name, _text(old_value), _text(new_value)))
+    return rows
+
+
+_HISTORY_FIELDS = ("product", "field", "old_value", "new_value")
+
+
+def _history_sql() -> str:
+    """The history rows of the tracked fields that change, written by the database from the
+    new values (the temporary table `{source}`) and the locked rows before their update.
+
+    Each value as `ProductHistory.value_text` writes it: decimals without trailing zeros
+    (`trim_scale`), the rest as text.
+    """
+    table = connection.ops.quote_name(Product._meta.db_table)
+    history_table = connection.ops.quote_name(ProductHistory._meta.db_table)
+
+    def text(alias: str, name: str) -> str:
+        field = Product._meta.get_field(name)
+        column = f"{alias}.{connection.ops.quote_name(field.column)}"
+        if isinstance(field, DecimalField):
+            return f"trim_scale({column})::text"
+        return f"{column}::text"
+
+    changes = ", ".join(
+        f"({position}, '{name}', {text('p', name)}, {text('v', name)})"
+        for position, name in enumerate(TRACKED_FIELDS)
+    )
+    columns = ", ".join(
+        connection.ops.quote_name(ProductHistory._meta.get_field(name).column)
+        for name in (*_HISTORY_FIELDS, "audit", "changed_at", "source", "posted_at")
+    )
+    return (
+        f"INSERT INTO {history_table} ({columns}) "
+        f"SELECT p.id, c.field, c.old, c.new, %s, %s, %s, %s "
+        f"FROM {{source}} AS v JOIN {table} AS p ON p.id = v.id "
+        f"CROSS JOIN LATERAL (VALUES {changes}) AS c(position, field, old, new) "
+        "WHERE c.old IS DISTINCT FROM c.new ORDER BY p.id, c.position"
+    )
+
+
+def _history_from_table(cursor, source: str, *, constants: dict[str, Any]) -> None:
+    cursor.execute(
+        _history_sql().format(source=source),
+        [constants["audit"], constants["changed_at"], constants["source"], constants["posted_at"]],
+    )
 
 
 def _untracked_values(pks: list[int]) -> dict[int, tuple]:

@@ -9,7 +9,7 @@ the database's own work. A few rows, and every write on SQLite, go through `exec
 """
 
 import itertools
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -73,7 +73,8 @@ def _with_constants(
     return [(*row, *extra) for row in rows]
 
 
-def _use_copy(rows: Sequence[Sequence[Any]]) -> bool:
+def uses_copy(rows: Sequence[Sequence[Any]]) -> bool:
+    """Whether these rows are written through COPY and a temporary table (PostgreSQL, many)."""
     return connection.vendor == "postgresql" and len(rows) >= COPY_THRESHOLD
 
 
@@ -177,6 +178,7 @@ def bulk_update_rows(
     keep_when_null: Collection[str] = (),
     changed_only: Collection[str] = (),
     constants: Mapping[str, Any] | None = None,
+    before: Callable[[Any, str], None] | None = None,
 ) -> None:
     """Set `field_names` of each row `(pk, *values)`; must run inside a transaction.
 
@@ -184,6 +186,9 @@ def bulk_update_rows(
     `changed_only` names fields, a row is written only if one of them would change: the
     database compares, so the rows need not be read first. `constants` sets fields to one
     value for every row (a time, say): sent once with the statement, not with each row.
+    When the rows go through a temporary table (`uses_copy`), `before(cursor, table)` runs
+    just before the UPDATE, with the rows loaded: a statement that compares old and new
+    values there sees both.
     """
     if not rows:
         return
@@ -192,7 +197,7 @@ def bulk_update_rows(
     table = _qn(model._meta.db_table)
     keep = set(keep_when_null)
     with connection.cursor() as cursor:
-        if _use_copy(rows):
+        if uses_copy(rows):
             fields = _fields(model, field_names)
             fixed = _fields(model, tuple(constants))
             source = _copy_to_temp(cursor, [pk, *fields], rows)
@@ -207,6 +212,8 @@ def bulk_update_rows(
             condition = " OR ".join(
                 f"{table}.{_qn(f.column)} IS DISTINCT FROM {value(f)}" for f in compared
             )
+            if before is not None:
+                before(cursor, source)
             params = list(constants.values()) + [constants[f.name] for f in compared if f in fixed]
             cursor.execute(
                 f"UPDATE {table} SET {assignments} FROM {source} AS v "
@@ -260,7 +267,7 @@ def bulk_insert_rows(
     table = _qn(model._meta.db_table)
     names = ", ".join(_qn(f.column) for f in fields)
     conflict = on_conflict.format(table=table)
-    copying = _use_copy(rows)
+    copying = uses_copy(rows)
     rows = _with_constants(
         rows, [_copy_text(v) for v in constants.values()] if copying else constants.values()
     )
