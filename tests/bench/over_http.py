@@ -15,8 +15,11 @@ alternate floor and service (the order swaps every round), so the noise of a sha
 affects both alike: compare the ratios.
 
 Scenarios: a 5000-item batch in which every item's quantity changes; the same with both prices
-moving too; a batch in which nothing changes; an idempotent replay of a 5000-item batch; a
-single-item sync; an acknowledgement; and the peak memory one batch adds to a worker.
+moving too; the same as a new document with its own request_id (claimed, hashed and kept for a
+retry); a batch in which nothing changes; an idempotent replay of a 5000-item batch; a
+single-item sync; an acknowledgement; and the peak memory one batch adds to a worker. Every
+batch carries a `sync_context.posted_at` later than the one before, as the partner system's
+documents do, so none is stale.
 
 `--quick` runs every scenario a couple of times on 200 items, without targets, so that CI keeps
 the benchmark working. No timing is asserted: the numbers are read in docs/BENCHMARKS.md.
@@ -28,6 +31,7 @@ import argparse
 import functools
 import gc
 import http.client
+import itertools
 import json
 import os
 import statistics
@@ -37,6 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,6 +236,17 @@ class HttpBench:
         self.server, self.floor = server, floor
         self.size, self.runs, self.quick = size, runs, quick
         self.rows: list[Row] = []
+        # Document times, later with every body built, so that no batch is stale.
+        self._posted = itertools.count()
+        self._posted_base = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+
+    def posted_at(self) -> str:
+        """The next document time (sync_context.posted_at), a second after the previous one."""
+        return (self._posted_base + timedelta(seconds=next(self._posted))).isoformat()
+
+    def batch(self, quantity: int, **options) -> bytes:
+        """A batch as the partner system posts it: with the document's time."""
+        return batch_body(self.size, quantity, posted_at=self.posted_at(), **options)
 
     def post_batch(self, body: bytes, *, replayed: bool = False) -> None:
         status, headers, payload = self.server.request("POST", SYNC, body)
@@ -289,21 +305,32 @@ class HttpBench:
         print(f"# body size: {len(batch_body(size, 0)) / 1e6:.2f} MB", flush=True)
         target = (lambda key: None) if self.quick else TARGETS.get
 
-        changed = {q: batch_body(size, 10 + q) for q in range(-2, self.runs)}
+        changed = {q: self.batch(10 + q) for q in range(-2, self.runs)}
         self.alternate(
             f"batch {size}, every item's quantity changes",
             changed.__getitem__,
             self.post_batch,
             target=target("changed"),
         )
-        moving = {q: batch_body(size, 300 + q, prices_move=True) for q in range(-2, self.runs)}
+        moving = {q: self.batch(300 + q, prices_move=True) for q in range(-2, self.runs)}
         self.alternate(
             f"batch {size}, quantity and both prices change",
             moving.__getitem__,
             self.post_batch,
             target=None,
         )
-        same = batch_body(size, 4000)
+        # Each a new document (its own request_id): claimed, hashed and kept for a retry.
+        documents = {
+            q: self.batch(600 + q, request_id=f"BENCH-DOC-{q + 2:04d}")
+            for q in range(-2, self.runs)
+        }
+        self.alternate(
+            f"batch {size}, new request_id, quantities change",
+            documents.__getitem__,
+            self.post_batch,
+            target=None,
+        )
+        same = self.batch(4000)
         self.post_batch(same)
         self.alternate(
             f"batch {size}, nothing changes",
@@ -311,7 +338,7 @@ class HttpBench:
             self.post_batch,
             target=target("unchanged"),
         )
-        replay = batch_body(size, 500, request_id="BENCH-REPLAY")
+        replay = self.batch(500, request_id="BENCH-REPLAY")
         self.post_batch(replay)
         self.alternate(
             f"batch {size}, idempotent replay",
