@@ -134,9 +134,7 @@ def instrument(clock: Clock) -> None:
     parsers.StrictJSONParser.parse = clock.wrap(
         "request body reading (DRF parser)", parsers.StrictJSONParser.parse
     )
-    parsers.parse_json = clock.wrap(
-        "JSON parsing (std-lib, duplicate-key hook)", parsers.parse_json
-    )
+    parsers.parse_json = clock.wrap("JSON parsing (strict)", parsers.parse_json)
     auth = partner_api.authentication.ApiKeyAuthentication
     auth.authenticate = clock.wrap("authentication (API key hash)", auth.authenticate)
     views = partner_api.products
