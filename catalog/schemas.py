@@ -6,10 +6,14 @@ work in compiled code, which keeps a 5000-item batch cheap to validate.
 """
 
 import re
+from collections import deque
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal, DecimalException, Inexact, InvalidOperation, localcontext
 from enum import StrEnum
-from typing import Annotated, Any
+from functools import partial
+from itertools import repeat
+from operator import attrgetter, is_not
+from typing import Annotated, Any, get_args, get_origin
 
 from django.utils import timezone
 from pydantic import (
@@ -17,10 +21,16 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetPydanticSchema,
+    PlainValidator,
+    Strict,
     StrictBool,
+    StringConstraints,
     WithJsonSchema,
+    WrapValidator,
+    create_model,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 
 from catalog import models as m
 from core.text import (
@@ -110,7 +120,8 @@ StockCode = Annotated[
 Ean = Annotated[text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean)]
 Text = text_field(m.TEXT_MAX_LENGTH)
 # Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
-Quantity = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), BeforeValidator(_refuse_bool_as_number)]
+_QuantityRange = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+Quantity = Annotated[_QuantityRange, BeforeValidator(_refuse_bool_as_number)]
 
 
 def _decimal_bounds(max_digits: int, places: int) -> AfterValidator:
@@ -146,15 +157,14 @@ def _decimal_bounds(max_digits: int, places: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+_NonNegativeDecimal = Annotated[Decimal, Field(ge=0, allow_inf_nan=False)]
 Price = Annotated[
-    Decimal,
-    Field(ge=0, allow_inf_nan=False),
+    _NonNegativeDecimal,
     BeforeValidator(_decimal_text),
     _decimal_bounds(m.PRICE_MAX_DIGITS, m.PRICE_DECIMAL_PLACES),
 ]
 Weight = Annotated[
-    Decimal,
-    Field(ge=0, allow_inf_nan=False),
+    _NonNegativeDecimal,
     BeforeValidator(_decimal_comma),
     _decimal_bounds(m.WEIGHT_MAX_DIGITS, m.WEIGHT_DECIMAL_PLACES),
 ]
@@ -232,6 +242,206 @@ OPTIONAL_FIELDS = tuple(
 VALUE_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
 # Changes of these are kept as product history.
 TRACKED_FIELDS = ("shop_quantity", "catalog_price", "eshop_price", "status")
+
+
+# The plain form of an item: both keys printable ASCII with nothing to strip, the quantity a
+# JSON integer, prices and weight JSON numbers that fit their columns, every other field of its
+# own JSON type (text as text), no unknown field. The partner's connector sends items so. For
+# such an item every Python rule above returns the value as it came, so pydantic-core's own
+# constraints alone decide as ProductItem does: `prevalidate_plain_items` validates a whole
+# batch of them in one compiled call, without the ten Python calls per item of the full rules.
+# Any other item (a number as text, a key to normalise, anything refused) is left as it came,
+# for ProductItem's full rules to decide: the plain form only ever says "valid, and this is the
+# value", never why something is refused.
+
+# Printable ASCII, not empty, no space at either end: a key that `key_text` keeps as it is.
+_PLAIN_KEY = r"^[!-~](?:[ -~]*[!-~])?$"
+_PLAIN_KEY_OR_EMPTY = r"^(?:[!-~](?:[ -~]*[!-~])?)?$"
+_PYTHON_RULES = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
+
+
+def _plain_number() -> Any:
+    """A JSON number (an int or a float, not a bool), made a Decimal as Price and Weight make it.
+    Whether it fits its column is checked after, by `_fit_columns`.
+
+    The float is passed on as it came; pydantic-core's float would also take a Decimal and
+    make it a float, losing the exponent the full rules keep ("1.50000"): a Decimal is left to
+    them.
+    """
+
+    def schema(source: Any, handler: Any) -> core_schema.CoreSchema:
+        number = core_schema.union_schema(
+            [core_schema.int_schema(strict=True), core_schema.is_instance_schema(float)],
+            mode="left_to_right",
+        )
+        return core_schema.chain_schema([number, handler(source)])
+
+    return Annotated[_NonNegativeDecimal, GetPydanticSchema(schema)]
+
+
+# The plain form of the fields whose rules are Python functions; every other field keeps its own
+# declaration (text is text, and a JSON number there is left to the full rules).
+_PLAIN_FIELDS: dict[str, Any] = {
+    "stock_code": Annotated[
+        str,
+        Strict(),
+        StringConstraints(max_length=m.STOCK_CODE_MAX_LENGTH, pattern=_PLAIN_KEY),
+    ],
+    "ean": Annotated[
+        str,
+        Strict(),
+        StringConstraints(max_length=m.EAN_MAX_LENGTH, pattern=_PLAIN_KEY_OR_EMPTY),
+    ]
+    | None,
+    "shop_quantity": Annotated[_QuantityRange, Strict()],
+    "catalog_price": _plain_number(),
+    "eshop_price": _plain_number(),
+    "weight_kg": _plain_number() | None,
+}
+# TextFromNumbers' rule (no number that is not finite, in any field) holds in the plain form
+# without a check: only prices and weight take numbers there, finite ones, and no unknown field
+# is taken.
+_RULES_PLAIN_FORM_KEEPS = frozenset({"_refuse_non_finite_numbers"})
+
+
+def _has_python_rule(annotation: Any) -> bool:
+    if get_origin(annotation) is Annotated:
+        inner, *metadata = get_args(annotation)
+        return any(isinstance(meta, _PYTHON_RULES) for meta in metadata) or _has_python_rule(inner)
+    return any(_has_python_rule(arg) for arg in get_args(annotation))
+
+
+def _plain_item_schema() -> core_schema.CoreSchema:
+    """ProductItem's plain form as a core schema that makes ProductItem instances.
+
+    A field given a Python rule, or a model validator added to ProductItem, must be given its
+    plain form here first: otherwise importing this module fails, rather than the plain form
+    letting through what the rule refuses.
+    """
+    decorators = ProductItem.__pydantic_decorators__
+    unknown_rules = set(decorators.model_validators) - _RULES_PLAIN_FORM_KEEPS
+    fields: dict[str, Any] = {}
+    for name, info in ProductItem.model_fields.items():
+        annotation = _PLAIN_FIELDS.get(name)
+        if annotation is None:
+            annotation = info.rebuild_annotation()
+            if _has_python_rule(annotation):
+                unknown_rules.add(name)
+        fields[name] = (annotation, ... if info.is_required() else info.default)
+    if unknown_rules or decorators.field_validators or decorators.field_serializers:
+        raise TypeError(f"ProductItem's plain form does not know the rules of {unknown_rules}")
+    config = ConfigDict(ProductItem.model_config, extra="forbid", coerce_numbers_to_str=False)
+    plain = create_model("PlainProductItem", __config__=config, **fields)
+    schema = plain.__pydantic_core_schema__
+    if schema["type"] != "model":
+        raise TypeError(f"Unexpected core schema for ProductItem's plain form: {schema['type']}")
+    # Validated into ProductItem itself: the same class, fields, fields set and extra as the
+    # full rules give.
+    return {**schema, "cls": ProductItem}
+
+
+def _schema_validator(schema: core_schema.CoreSchema) -> SchemaValidator:
+    try:
+        # pydantic-core would otherwise validate with the validator of the schema's class,
+        # ProductItem's own (the full rules), instead of the plain form's.
+        return SchemaValidator(schema, _use_prebuilt=False)
+    except TypeError:  # a pydantic-core that reuses no validator has no such option
+        return SchemaValidator(schema)
+
+
+# Each item validated in the plain form, or returned as it came when it is not in it.
+_PLAIN_ITEMS = _schema_validator(
+    core_schema.list_schema(
+        core_schema.union_schema(
+            [_plain_item_schema(), core_schema.any_schema()], mode="left_to_right"
+        )
+    )
+)
+
+
+def _column(max_digits: int, places: int) -> tuple[Context, Decimal]:
+    """What `_fit_columns` quantizes a value of a numeric(max_digits, places) column with.
+
+    Under this context, quantizing a value to the column's places raises when a digit would be
+    lost or when the result would not fit `max_digits`: exactly when `_decimal_bounds` refuses a
+    value that is not negative (the decimal validator refuses those before it).
+    """
+    return (
+        Context(prec=max_digits, traps=[Inexact, InvalidOperation]),
+        Decimal(1).scaleb(-places),
+    )
+
+
+_PRICE_COLUMN = _column(m.PRICE_MAX_DIGITS, m.PRICE_DECIMAL_PLACES)
+_WEIGHT_COLUMN = _column(m.WEIGHT_MAX_DIGITS, m.WEIGHT_DECIMAL_PLACES)
+_consume = deque(maxlen=0).extend
+_is_not_none = partial(is_not, None)
+
+
+_COLUMNS = (
+    ("catalog_price", _PRICE_COLUMN),
+    ("eshop_price", _PRICE_COLUMN),
+    ("weight_kg", _WEIGHT_COLUMN),
+)
+
+
+def _fit_columns(items: list[ProductItem]) -> bool:
+    """Whether every price and weight of these ProductItems fits its column; decided in C, for
+    many items at once."""
+    try:
+        for name, (context, quantum) in _COLUMNS:
+            values = filter(_is_not_none, map(attrgetter(name), items))
+            with localcontext(context):
+                _consume(map(Decimal.quantize, values, repeat(quantum)))
+    except (DecimalException, TypeError, AttributeError):
+        return False
+    return True
+
+
+def _fits_columns(item: Any) -> bool:
+    """Whether `item` is a ProductItem whose prices and weight fit their columns."""
+    if item.__class__ is not ProductItem:
+        return False
+    try:
+        for name, (context, quantum) in _COLUMNS:
+            if (value := getattr(item, name)) is not None:
+                value.quantize(quantum, context=context)
+    except (DecimalException, TypeError, AttributeError):
+        # TypeError, AttributeError: an instance sent ready-made (model_construct) may hold
+        # anything; the full rules take it as it is, whatever is answered here.
+        return False
+    return True
+
+
+def _prevalidate_chunk(items: list[Any]) -> tuple[list[Any], int]:
+    """The items with those in the plain form validated, and how many of them were."""
+    validated = _PLAIN_ITEMS.validate_python(items)
+    if set(map(type, validated)) <= {ProductItem} and _fit_columns(validated):
+        return validated, len(validated)
+    plain = list(map(_fits_columns, validated))
+    return [
+        item if is_plain else sent
+        for item, is_plain, sent in zip(validated, plain, items, strict=True)
+    ], sum(plain)
+
+
+# Items are tried in the plain form by chunks: a sender whose items are mostly in another form
+# (numbers as text, say) pays for one chunk's attempt, not for the whole batch's.
+_CHUNK = 250
+
+
+def prevalidate_plain_items(items: list[Any]) -> list[Any]:
+    """`items` with each one in the plain form replaced by its ProductItem, the others as they
+    came: validating the result with ProductItem's rules gives what validating `items` gives
+    (the same values, the same errors), the plain items costing only an instance check."""
+    result: list[Any] = []
+    for start in range(0, len(items), _CHUNK):
+        chunk, plain = _prevalidate_chunk(items[start : start + _CHUNK])
+        result += chunk
+        if plain * 2 < len(chunk):
+            result += items[start + _CHUNK :]
+            break
+    return result
 
 
 class SourceType(StrEnum):

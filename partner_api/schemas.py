@@ -4,11 +4,11 @@ Requests are validated with these models (the product rules themselves live in
 `catalog.schemas`); responses are documented with them in the OpenAPI schema.
 """
 
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalog.schemas import ProductItem, RequestId, SyncContext
+from catalog.schemas import ProductItem, RequestId, SyncContext, prevalidate_plain_items
 from core.text import TextFromNumbers
 
 
@@ -22,6 +22,19 @@ class BatchSyncRequest(TextFromNumbers):
         default=None, description="Document number; identical for every chunk of a document."
     )
     sync_context: SyncContext | None = None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **options: Any) -> Self:
+        """pydantic's model_validate; the items already in their plain form (what the partner's
+        connector sends) are validated first, together, in compiled code, which makes a 5000-item
+        batch about a quarter cheaper. The result and the errors are the same.
+
+        Only with pydantic's default options, the service's: strict mode, for one, would refuse
+        a float price that the plain form takes.
+        """
+        if not options and obj.__class__ is dict and obj.get("products").__class__ is list:
+            obj = {**obj, "products": prevalidate_plain_items(obj["products"])}
+        return super().model_validate(obj, **options)
 
 
 class ItemSyncRequest(ProductItem):
