@@ -208,7 +208,9 @@ class Floor:
         self.conn.commit()
         self.conn.autocommit = True
         try:
-            self.conn.execute(f"VACUUM (ANALYZE) {FLOOR_TABLE}, catalog_product")
+            self.conn.execute(
+                f"VACUUM (ANALYZE) {FLOOR_TABLE}, catalog_product, catalog_producthistory"
+            )
         finally:
             self.conn.autocommit = False
 
