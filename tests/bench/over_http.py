@@ -474,7 +474,7 @@ def main() -> None:
     if not url.startswith(("postgres://", "postgresql://")):
         raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
     size = args.size or (200 if args.quick else 5000)
-    runs = args.runs or (3 if args.quick else 15)
+    runs = args.runs or (3 if args.quick else 25)
     orders = 50 if args.quick else runs * 10 + 50
     recreate_database(url)
 
