@@ -891,20 +891,32 @@ def _history_sql() -> str:
             return f"trim_scale({column})::text"
         return f"{column}::text"
 
+    def column(alias: str, name: str) -> str:
+        return f"{alias}.{connection.ops.quote_name(Product._meta.get_field(name).column)}"
+
+    # Compared by value first; only the values that change are written out as text.
     changes = ", ".join(
-        f"({position}, '{name}', {text('p', name)}, {text('v', name)})"
+        f"({position}, '{name}', {column('p', name)} IS DISTINCT FROM {column('v', name)})"
         for position, name in enumerate(TRACKED_FIELDS)
     )
+
+    def written(alias: str) -> str:
+        cases = " ".join(
+            f"WHEN {position} THEN {text(alias, name)}"
+            for position, name in enumerate(TRACKED_FIELDS)
+        )
+        return f"CASE c.position {cases} END"
+
     columns = ", ".join(
         connection.ops.quote_name(ProductHistory._meta.get_field(name).column)
         for name in (*_HISTORY_FIELDS, "audit", "changed_at", "source", "posted_at")
     )
     return (
         f"INSERT INTO {history_table} ({columns}) "
-        f"SELECT p.id, c.field, c.old, c.new, %s, %s, %s, %s "
+        f"SELECT p.id, c.field, {written('p')}, {written('v')}, %s, %s, %s, %s "
         f"FROM {{source}} AS v JOIN {table} AS p ON p.id = v.id "
-        f"CROSS JOIN LATERAL (VALUES {changes}) AS c(position, field, old, new) "
-        "WHERE c.old IS DISTINCT FROM c.new ORDER BY p.id, c.position"
+        f"CROSS JOIN LATERAL (VALUES {changes}) AS c(position, field, changed) "
+        "WHERE c.changed ORDER BY p.id, c.position"
     )
 
 
