@@ -6,6 +6,8 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -300,10 +302,18 @@ def test_catalogue_import_resolves_pending_keys(api_client):
 
 
 class TestSyncClosesPendingKeys:
-    @pytest.mark.parametrize("scan_limit", [2000, 0], ids=["all-open-keys-read", "by-stock-code"])
-    def test_sync_with_ean_closes_the_ambiguous_key(self, api_client, monkeypatch, scan_limit):
-        # Either way of finding the open keys: reading them all, or asking by stock code.
+    @pytest.mark.parametrize(
+        ("scan_limit", "few_codes"),
+        [(2000, 0), (0, 0), (2000, 100)],
+        ids=["all-open-keys-read", "by-stock-code-many-open", "by-stock-code-few-codes"],
+    )
+    def test_sync_with_ean_closes_the_ambiguous_key(
+        self, api_client, monkeypatch, scan_limit, few_codes
+    ):
+        # Every way of finding the open keys: reading them all, or asking by stock code (many
+        # open keys, or few stock codes in the sync).
         monkeypatch.setattr("catalog.pending.OPEN_SCAN_LIMIT", scan_limit)
+        monkeypatch.setattr("catalog.pending.FEW_CODES", few_codes)
         PendingProductFactory(stock_code="OTHER-1")
         first = ProductFactory(stock_code="AM-1", ean="8590000000103")
         ProductFactory(stock_code="AM-1", ean="8590000000110")
@@ -321,6 +331,20 @@ class TestSyncClosesPendingKeys:
         assert pending.resolved_by == "sync"
         first.refresh_from_db()
         assert first.shop_quantity == 2
+
+    def test_a_single_item_asks_for_its_own_open_keys_only(self, api_client):
+        PendingProductFactory.create_batch(5, state=PendingProduct.State.OPEN)
+        ProductFactory(stock_code="ONE-1", ean="8590000000158")
+        with CaptureQueriesContext(connection) as queries:
+            _sync(api_client, _item("ONE-1", ean="8590000000158"))
+        pending_reads = [
+            q["sql"]
+            for q in queries
+            if q["sql"].startswith("SELECT") and "pendingproduct" in q["sql"]
+        ]
+        assert len(pending_reads) == 1
+        # By its stock code, not every open key.
+        assert "ONE-1" in pending_reads[0]
 
     def test_the_batch_own_unresolved_key_stays_open(self, api_client):
         ProductFactory(stock_code="AM-2", ean="8590000000127")
