@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import operator
@@ -832,29 +833,41 @@ def _changes(
     batch of stock levels rarely has. Optional fields that were not sent stay None in the
     update row and keep their stored value there.
     """
-    kept = [
-        row[0]
-        for item, row in matched
-        if _tracked_values(item.__dict__) == row[_VALUES:]
-        and (posted_at is None or posted_at == row[_POSTED_AT])
-    ]
+    # Compared a whole list at a time (map, compress: the loops run in C); a batch where
+    # nothing changes compares 5000 products.
+    sent = [item.__dict__ for item, _ in matched]
+    rows = [row for _, row in matched]
+    same = list(map(operator.eq, map(_tracked_values, sent), map(_row_tracked, rows)))
+    if posted_at is not None:
+        same = [
+            equal and posted_at == row[_POSTED_AT] for equal, row in zip(same, rows, strict=True)
+        ]
+    kept = list(itertools.compress(map(_pk, rows), same))
     if not kept:
         # The usual batch of new stock levels: every product is written.
-        return [(row[0], *_all_values(item.__dict__)) for item, row in matched], list(matched)
+        return [
+            (row[0], *_all_values(values)) for values, row in zip(sent, rows, strict=True)
+        ], list(matched)
     stored = _untracked_values(kept)
+    olds = map(stored.get, kept)
+    news = map(_untracked, itertools.compress(sent, same))
+    # A kept product changes when a value sent (not None) differs from the stored one.
+    kept_changes = iter(
+        [
+            old is None
+            or (new != old and not all(n is None or n == o for n, o in zip(new, old, strict=True)))
+            for new, old in zip(news, olds, strict=True)
+        ]
+    )
     updates: list[tuple] = []
     moved: list[tuple[ProductItem, tuple]] = []
-    for item, row in matched:
-        sent = item.__dict__
-        pk = row[0]
-        if pk in stored:
-            new = _untracked(sent)
-            old = stored[pk]
-            if new == old or all(n is None or n == o for n, o in zip(new, old, strict=True)):
+    for pair, values, row, tracked_same in zip(matched, sent, rows, same, strict=True):
+        if tracked_same:
+            if not next(kept_changes):
                 continue
         else:
-            moved.append((item, row))
-        updates.append((pk, *_all_values(sent)))
+            moved.append(pair)
+        updates.append((row[0], *_all_values(values)))
     return updates, moved
 
 
@@ -940,6 +953,8 @@ _UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_F
 _tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 _untracked = operator.itemgetter(*_UNTRACKED_FIELDS)
 _all_values = operator.itemgetter(*VALUE_FIELDS)
+_row_tracked = operator.itemgetter(slice(_VALUES, None))
+_pk = operator.itemgetter(0)
 
 
 _PENDING_FIELDS = (
