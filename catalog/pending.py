@@ -256,7 +256,7 @@ def pending_rematch_all(*, by: str) -> int:
 
 # Up to this many open pending keys are read whole when a sync closes keys.
 OPEN_SCAN_LIMIT = 2000
-# A sync naming at most this many stock codes asks for their open keys by stock code.
+# A sync of at most this many items asks for their open keys by stock code.
 FEW_CODES = 100
 
 
@@ -270,20 +270,26 @@ def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: da
     """
     if not matched:
         return 0
-    synced = ProductsByKey(matched, key=lambda row: (row[0], row[1]))
     open_keys = PendingProduct.objects.filter(state=PendingProduct.State.OPEN)
-    codes = {code for _, code, _ in matched}
-    by_code = open_keys.filter(stock_code__in=codes).values_list("pk", "ean", "stock_code")
-    if len(codes) <= FEW_CODES:
+
+    def by_code() -> list[tuple[int, str, str]]:
+        # Built only when asked: Django prepares each of thousands of codes as it filters.
+        codes = {code for _, code, _ in matched}
+        return list(open_keys.filter(stock_code__in=codes).values_list("pk", "ean", "stock_code"))
+
+    if len(matched) <= FEW_CODES:
         # A single item or a small batch: the stock_code index answers at once, however many
         # keys are open.
-        candidates = list(by_code)
+        candidates = by_code()
     else:
         # Open keys are few where staff resolve them: reading them all is cheaper than sending
         # every stock code of a 5000-item batch as a query parameter. Many: ask by stock code.
         candidates = list(open_keys.values_list("pk", "ean", "stock_code")[: OPEN_SCAN_LIMIT + 1])
         if len(candidates) > OPEN_SCAN_LIMIT:
-            candidates = list(by_code)
+            candidates = by_code()
+    if not candidates:
+        return 0
+    synced = ProductsByKey(matched, key=lambda row: (row[0], row[1]))
     closing = []
     for pending_pk, ean, stock_code in candidates:
         # Without an EAN the key was unknown or ambiguous; a product synced by EAN answers it.
