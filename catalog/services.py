@@ -196,7 +196,9 @@ def sync_limit_problem(count: int) -> Problem | None:
 
 def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
     """A problem for every item whose key another item of the batch has too."""
-    keys = [item.key for item in items]
+    # item.key of every item, without a property call each.
+    eans = [ean or "" for ean in map(_ean, items)]
+    keys = list(zip(eans, map(_stock_code, items), strict=True))
     if len(set(keys)) == len(keys):
         return []
     positions: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -954,6 +956,8 @@ _tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 _untracked = operator.itemgetter(*_UNTRACKED_FIELDS)
 _all_values = operator.itemgetter(*VALUE_FIELDS)
 _row_tracked = operator.itemgetter(slice(_VALUES, None))
+_ean = operator.attrgetter("ean")
+_stock_code = operator.attrgetter("stock_code")
 _pk = operator.itemgetter(0)
 
 
