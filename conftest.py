@@ -6,6 +6,11 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from partner_api.keys import api_key_create
+from tests.environment import no_local_env_file
+
+# Tests never read the developer's `.env` that `make run` wrote: neither here nor in the
+# `manage.py` processes they start, which inherit this.
+no_local_env_file()
 
 
 def _on_postgres() -> bool:

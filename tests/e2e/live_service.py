@@ -29,6 +29,8 @@ import dj_database_url
 import psycopg
 from psycopg import sql
 
+from tests.environment import environ_without
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
@@ -162,14 +164,10 @@ def _stop(process: subprocess.Popen) -> None:
 
 def service_env(database_url: str, **extra: str) -> dict[str, str]:
     """The environment of a service process on `database_url`: none of this shell's settings."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(
-            ("DJANGO_", "PYTEST_", "CONNECTOR_", "API_KEY_", "CACHE_URL", "GUNICORN_")
-        )
-        and key not in {"DATABASE_URL", "WEB_CONCURRENCY", "PORT"}
-    }
+    env = environ_without(
+        ("DJANGO_", "PYTEST_", "CONNECTOR_", "API_KEY_", "CACHE_URL", "GUNICORN_"),
+        frozenset({"DATABASE_URL", "WEB_CONCURRENCY", "PORT"}),
+    )
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "config.settings",

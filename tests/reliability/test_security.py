@@ -3,7 +3,6 @@ with CSRF, per-key throttling, security headers and a clean `check --deploy`."""
 
 import json
 import logging
-import os
 import secrets
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from rest_framework_api_key.models import APIKey
 
 from catalog.models import SyncAudit
 from partner_api.keys import api_key_create, api_key_revoke
+from tests.environment import environ_without
 from tests.factories import ProductFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,11 +332,7 @@ PRODUCTION_ENV = {
 
 
 def _clean_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "API_KEY_", "CACHE_URL")) and k != "DATABASE_URL"
-    }
+    env = environ_without(("DJANGO_", "API_KEY_", "CACHE_URL"), frozenset({"DATABASE_URL"}))
     env.update(extra)
     return env
 
