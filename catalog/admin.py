@@ -5,6 +5,7 @@ import json
 import pydantic
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
@@ -18,7 +19,7 @@ from catalog.pending import (
     pending_resolve_for_products,
 )
 from catalog.services import sync_pause_set
-from core.display import local_time, money
+from core.display import DecimalInput, admin_decimal, local_time
 from core.text import NO_NUL_PATTERN
 
 admin.site.site_header = "Stock synchronization back-office"
@@ -27,6 +28,8 @@ admin.site.index_title = "Dashboard"
 
 # The partner system owns these: a sync overwrites them, so staff must not edit them by hand.
 ERP_FIELDS = ("stock_code", "ean", "status", "shop_quantity", "catalog_price", "eshop_price")
+# Read-only, they are shown trimmed (89.90, not the stored 89.9000).
+ERP_DISPLAYS = {"catalog_price": "catalog_price_display", "eshop_price": "eshop_price_display"}
 HISTORY_ON_PAGE = 50
 
 
@@ -115,17 +118,24 @@ class ProductAdmin(admin.ModelAdmin):
             return self.fieldsets
         # Right under the values it explains: "why does the shop show 3?"
         erp, catalogue = self.fieldsets
+        erp = (None, {"fields": self._erp_read_only})
         return (erp, self.history_fieldset, catalogue)
 
     def get_readonly_fields(self, request, obj=None):
         # A new product needs its key and first values; after that the partner system owns them.
         if obj is None:
             return ()
-        return (*ERP_FIELDS, "created_at", "updated_at", "posted_at", "history_table")
+        return (*self._erp_read_only, "created_at", "updated_at", "posted_at", "history_table")
 
-    @admin.display(description="e-shop price", ordering="eshop_price")
-    def eshop_price_display(self, obj: Product) -> str:
-        return money(obj.eshop_price)
+    _erp_read_only = tuple(ERP_DISPLAYS.get(name, name) for name in ERP_FIELDS)
+    catalog_price_display = admin_decimal(Product, "catalog_price")
+    eshop_price_display = admin_decimal(Product, "eshop_price")
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if isinstance(db_field, models.DecimalField):
+            places = 0 if db_field.name == "weight_kg" else 2
+            kwargs["widget"] = DecimalInput(min_places=places)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     @admin.display(description="History")
     def history_table(self, obj: Product) -> str:

@@ -30,30 +30,44 @@ class Product(models.Model):
         max_digits=PRICE_MAX_DIGITS, decimal_places=PRICE_DECIMAL_PLACES
     )
     eshop_price = models.DecimalField(
-        max_digits=PRICE_MAX_DIGITS, decimal_places=PRICE_DECIMAL_PLACES
+        max_digits=PRICE_MAX_DIGITS,
+        decimal_places=PRICE_DECIMAL_PLACES,
+        verbose_name="e-shop price",
     )
     # Catalogue attributes: null means the partner system never sent a value.
     name = models.CharField(max_length=NAME_MAX_LENGTH, null=True, blank=True)
-    section_width_mm = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    section_width_mm = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="section width (mm)"
+    )
     aspect_ratio = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
-    rim_inch = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    rim_inch = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="rim diameter (in)"
+    )
     tread_name = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     name_suffix = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     load_index = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     speed_index = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     special_marking = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
-    run_on_flat = models.BooleanField(null=True, blank=True)
+    run_on_flat = models.BooleanField(null=True, blank=True, verbose_name="run-flat")
     brand = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     usage = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     season = models.CharField(max_length=SEASON_MAX_LENGTH, null=True, blank=True)
     on_promotion = models.BooleanField(null=True, blank=True)
     on_clearance = models.BooleanField(null=True, blank=True)
-    dot_code = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    dot_code = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="DOT code"
+    )
     weight_kg = models.DecimalField(
-        max_digits=WEIGHT_MAX_DIGITS, decimal_places=WEIGHT_DECIMAL_PLACES, null=True, blank=True
+        max_digits=WEIGHT_MAX_DIGITS,
+        decimal_places=WEIGHT_DECIMAL_PLACES,
+        null=True,
+        blank=True,
+        verbose_name="weight (kg)",
     )
     discontinued = models.BooleanField(null=True, blank=True)
-    eu_label = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    eu_label = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="EU label"
+    )
     # When the last stock document applied to the product was posted in the partner system;
     # an older document that arrives later is stale and leaves the product as it is.
     posted_at = models.DateTimeField(
@@ -121,7 +135,9 @@ class PendingProduct(models.Model):
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now, db_index=True)
     times_seen = models.PositiveIntegerField(default=1)
-    last_request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True)
+    last_request_id = models.CharField(
+        max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True, verbose_name="last request ID"
+    )
     resolved_product = models.ForeignKey(
         Product, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -155,13 +171,21 @@ class SyncAudit(models.Model):
         DRY_RUN = "dry_run", "Dry run"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    api_key_name = models.CharField(max_length=50, blank=True, default="")
+    api_key_name = models.CharField(
+        max_length=50, blank=True, default="", verbose_name="API key name"
+    )
     endpoint = models.CharField(max_length=32, choices=Endpoint.choices)
     request_id = models.CharField(
-        max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True, db_index=True
+        max_length=REQUEST_ID_MAX_LENGTH,
+        null=True,
+        blank=True,
+        db_index=True,
+        verbose_name="request ID",
     )
     source_type = models.CharField(max_length=32, null=True, blank=True)
-    source_ref = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    source_ref = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="source reference"
+    )
     note = models.TextField(null=True, blank=True)
     actor = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
     posted_at = models.DateTimeField(null=True, blank=True, verbose_name="document posted at")
@@ -170,8 +194,8 @@ class SyncAudit(models.Model):
     unknown_products = models.PositiveIntegerField(default=0)
     stale_products = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
-    status_code = models.PositiveSmallIntegerField()
-    duration_ms = models.FloatField(default=0)
+    status_code = models.PositiveSmallIntegerField(verbose_name="HTTP status")
+    duration_ms = models.FloatField(default=0, verbose_name="duration (ms)")
     error_summary = models.TextField(blank=True, default="")
 
     class Meta:

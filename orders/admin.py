@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from core.display import money
+from core.display import admin_decimal, money
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem
 from orders.services import orders_clear_acknowledgement, orders_hand_to_partner
 
@@ -10,9 +10,20 @@ PartnerStatus = Order.PartnerStatus
 
 
 class OrderItemInline(admin.TabularInline):
+    """The order's lines as the customer ordered them: a record, not a form."""
+
     model = OrderItem
     extra = 0
-    fields = ("name", "quantity", "unit_price", "total", "ean", "stock_code")
+    fields = ("name", "quantity", "unit_price_display", "total_display", "ean", "stock_code")
+    readonly_fields = fields
+    unit_price_display = admin_decimal(OrderItem, "unit_price")
+    total_display = admin_decimal(OrderItem, "total")
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Order)
@@ -35,7 +46,12 @@ class OrderAdmin(admin.ModelAdmin):
     actions = ("hand_to_partner", "clear_acknowledgement")
     # The partner state changes only through the acknowledgement and the actions, which leave
     # a trace; a hand edit would not.
+    # The amounts are what the customer was charged: shown, never edited.
     readonly_fields = (
+        "subtotal_display",
+        "vat_total_display",
+        "amount_display",
+        "currency",
         "partner_sync_status",
         "partner_reference",
         "acknowledged_at",
@@ -48,7 +64,10 @@ class OrderAdmin(admin.ModelAdmin):
             "Customer",
             {"fields": CUSTOMER_COLUMNS},
         ),
-        ("Amounts", {"fields": ("subtotal", "vat_total", "total", "currency")}),
+        (
+            "Amounts",
+            {"fields": ("subtotal_display", "vat_total_display", "amount_display", "currency")},
+        ),
         (
             "Partner system",
             {
@@ -63,14 +82,18 @@ class OrderAdmin(admin.ModelAdmin):
         ),
     )
 
-    @admin.action(
-        description="Hand selected orders to the partner system (pending partner)",
-        permissions=("change",),
-    )
+    subtotal_display = admin_decimal(Order, "subtotal")
+    vat_total_display = admin_decimal(Order, "vat_total")
+    amount_display = admin_decimal(Order, "total")
+
     @admin.display(description="total", ordering="total")
     def total_display(self, obj: Order) -> str:
         return f"{money(obj.total)} {obj.currency}"
 
+    @admin.action(
+        description="Hand selected orders to the partner system (pending partner)",
+        permissions=("change",),
+    )
     def hand_to_partner(self, request, queryset):
         return self._confirm_then_apply(
             request,

@@ -48,7 +48,9 @@ class Order(models.Model):
     )
     customer_address = models.CharField(max_length=ADDRESS_MAX_LENGTH, null=True, blank=True)
     customer_city = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
-    customer_zip_code = models.CharField(max_length=TEXT_MAX_LENGTH, null=True, blank=True)
+    customer_zip_code = models.CharField(
+        max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="customer postal code"
+    )
     subtotal = _money()
     vat_total = _money(verbose_name="VAT total")
     total = _money()
