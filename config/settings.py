@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "rest_framework_api_key",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "core",
     "catalog",
     "orders",
     "plants",

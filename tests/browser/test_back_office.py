@@ -14,11 +14,16 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth.models import User
+from django.urls import reverse
 from django.utils import timezone
 
+from catalog import demo as catalog_demo
 from catalog.models import SyncAudit
+from orders import demo as orders_demo
 from partner_api.keys import api_key_create
+from plants import demo as plants_demo
 from tests.factories import SyncAuditFactory
 from tests.orders.factories import OrderFactory
 
@@ -250,3 +255,80 @@ def test_anonymous_visitor_is_sent_to_the_login(live_server, transactional_db, p
         re.compile(r"/admin/login/\?next=/admin/catalog/syncaudit/$")
     )
     playwright_api.expect(page.locator("#id_username")).to_be_visible()
+
+
+# What a laptop shows with the admin's side menu open.
+WIDE_WINDOW = {"width": 1400, "height": 900}
+
+# Wider than the window, or a table wider than the box it sits in (which then scrolls on its
+# own): both mean a person scrolls sideways to read a row.
+_MEASURE = """() => {
+  const doc = document.documentElement;
+  const sidebar = document.querySelector("#nav-sidebar");
+  const tables = [...document.querySelectorAll("table")]
+    .filter((table) => table.offsetParent !== null)
+    .map((table) => ({
+      table: table.id || table.className || table.parentElement.className,
+      width: Math.ceil(table.getBoundingClientRect().width),
+      container: table.parentElement.clientWidth,
+    }))
+    .filter((table) => table.width > table.container + 1);
+  return {
+    sidebarOpen: !!sidebar && sidebar.getBoundingClientRect().width > 100,
+    scrollWidth: doc.scrollWidth,
+    clientWidth: doc.clientWidth,
+    tables: tables,
+  };
+}"""
+
+
+def _seed_every_admin_page(erp) -> None:
+    """Demo data, plus what the partner system leaves: audits, history, pending keys."""
+    for seed in (catalog_demo.seed, orders_demo.seed, plants_demo.seed):
+        seed()
+    for number in range(1, 4):
+        erp(
+            _item(stock_code="PT-205-55-16-W", ean="8591234567001", shop_quantity=10 - number),
+            _item(stock_code="PT-225-45-17-S", ean="8591234567002", shop_quantity=number),
+            _item(stock_code="WG-215-60-16-XL", ean="8591234599999", shop_quantity=6),
+            _item(stock_code="PT-195-65-15-A", ean="", shop_quantity=2 + number),
+            request_id=f"PR-2026-{number:04d}-STOCK-RECEIPT-WAREHOUSE-BRNO",
+        )
+
+
+def test_no_admin_page_scrolls_sideways_in_a_1400_pixel_window(live_server, erp, browser):
+    User.objects.create_superuser("marta", "marta@example.com", PASSWORD)
+    _seed_every_admin_page(erp)
+    context = browser.new_context(viewport=WIDE_WINDOW)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login/")
+    page.fill("#id_username", "marta")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    playwright_api.expect(page.locator("#sync-dashboard")).to_be_visible()
+
+    urls = []
+    for model in admin.site._registry:
+        opts = model._meta
+        urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+        first = model._default_manager.order_by("pk").first()
+        if first is not None:
+            urls.append(
+                reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=(first.pk,))
+            )
+    overflowing = []
+    try:
+        for url in urls:
+            response = page.goto(f"{live_server.url}{url}")
+            assert response.status == 200, url
+            measured = page.evaluate(_MEASURE)
+            assert measured["sidebarOpen"], url
+            if measured["scrollWidth"] > measured["clientWidth"] or measured["tables"]:
+                overflowing.append((url, measured))
+                name = url.strip("/").replace("/", "-")
+                _screenshot(page, f"overflow-{name}.png")
+    finally:
+        context.close()
+    assert len(urls) > 2 * 8
+    assert not overflowing, "\n".join(f"{url}: {measured}" for url, measured in overflowing)
