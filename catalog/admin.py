@@ -291,21 +291,18 @@ class PendingProductAdmin(ReadOnlyAdmin):
 
 @admin.register(SyncAudit)
 class SyncAuditAdmin(ReadOnlyAdmin):
-    # Within a 1400-pixel window; source, duration and the rest are on the audit's page.
+    # Within a 1400-pixel window with the side menu open (tests/browser measure it): the four
+    # counts share one column; the key, source, duration and the rest are on the audit's page.
     list_display = (
         "created_at",
         "endpoint",
         "outcome",
         "status_code",
         "request_id",
-        "api_key_name",
-        "products_received",
-        "products_updated",
-        "unknown_products",
-        "stale_products",
+        "item_counts",
         "history_link",
     )
-    list_filter = ("outcome", "endpoint", "source_type", "created_at")
+    list_filter = ("outcome", "endpoint", "source_type", "api_key_name", "created_at")
     search_fields = ("request_id", "source_ref")
     date_hierarchy = "created_at"
     readonly_fields = ("history_link",)
@@ -325,6 +322,13 @@ class SyncAuditAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(history_count=Count("history"))
+
+    @admin.display(description="Items: received / updated / unknown / stale")
+    def item_counts(self, obj: SyncAudit) -> str:
+        return (
+            f"{obj.products_received} / {obj.products_updated} / "
+            f"{obj.unknown_products} / {obj.stale_products}"
+        )
 
     @admin.display(description="History rows", ordering="history_count")
     def history_link(self, obj: SyncAudit) -> str:
