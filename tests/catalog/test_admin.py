@@ -626,7 +626,8 @@ class TestDocumentTimes:
             "DOC-DRY"
         ]
         html = boss_client.get(url).content.decode()
-        assert "Stale products" in html
+        assert "received / updated / unknown / stale" in html
+        assert "0 / 0 / 0 / 2" in html
         assert "Dry run" in html  # the outcome filter offers it
         audit = SyncAudit.objects.get(request_id="DOC-REAL")
         page = boss_client.get(reverse("admin:catalog_syncaudit_change", args=(audit.pk,)))
