@@ -1,7 +1,8 @@
 """Reading import files (JSON, and CSV where a command allows it) into validated records.
 
 The three import commands read through `read_valid_records`: a file is all or nothing, and
-the error names every bad record with where it stands ("item 2", "line 3", "order 0 (20260001)").
+the error names every bad record with where it stands, counted from 1 ("item 2", "line 3",
+"order 1 (20260001)").
 """
 
 import csv
@@ -66,7 +67,8 @@ def read_records(
         raise FileInvalid(f"{path}: cannot be read: {exc}") from exc
     if not isinstance(data, list):
         raise FileInvalid(f"{path}: the file must hold a JSON list of {noun}s.")
-    return [(f"{noun} {index}", record) for index, record in enumerate(data)]
+    # Counted as a person counts them: the first is 1 (a CSV record is named by its line).
+    return [(f"{noun} {index}", record) for index, record in enumerate(data, start=1)]
 
 
 def _read_csv(path: Path, booleans: Collection[str]) -> list[tuple[str, Any]]:
@@ -105,7 +107,7 @@ def read_valid_records(
 ) -> list[tuple[str, M]]:
     """Validate every record of the file as `model`; any bad record makes the file invalid.
 
-    `name_field` adds a record's own name to where it stands ("order 0 (20260001)").
+    `name_field` adds a record's own name to where it stands ("order 1 (20260001)").
     """
     valid = []
     errors = []

@@ -36,9 +36,10 @@ class Refused(Exception):
         super().__init__("; ".join(p.msg for p in self.problems[:5]))
 
     def report(self, noun: str) -> str:
-        """The refusal as a command prints it: one line per problem, named by its record."""
+        """The refusal as a command prints it: one line per problem, named by its record as a
+        person counts them, from 1 (a problem's `loc` counts from 0, as the API's do)."""
         return nothing_imported(
-            f"{noun} {index}: {p.msg}" if (index := _record_index(p)) is not None else p.msg
+            f"{noun} {index + 1}: {p.msg}" if (index := _record_index(p)) is not None else p.msg
             for p in self.problems
         )
 

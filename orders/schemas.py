@@ -99,13 +99,29 @@ class OrderItemRecord(TextFromNumbers):
     ] = None
 
 
+CREATED_AT_REQUIRED = (
+    "Field required: when the customer placed the order, an ISO 8601 date-time "
+    "such as 2026-03-02T09:38:51+01:00"
+)
+
+
+def _created_at_required(value: Any) -> Any:
+    # The service cannot make this up: the partner system orders and pages by it.
+    if value is None:
+        raise PydanticCustomError("missing", CREATED_AT_REQUIRED)
+    return value
+
+
 class OrderRecord(TextFromNumbers):
     """An order as the import file and the API carry it, without its internal id."""
 
     model_config = ConfigDict(extra="ignore")
 
     order_number: _text(m.ORDER_NUMBER_MAX_LENGTH, required=True)  # type: ignore[valid-type]
-    created_at: Annotated[datetime, AfterValidator(_aware)]
+    # Absent or null gives the one message that says what is wanted.
+    created_at: Annotated[
+        datetime, BeforeValidator(_created_at_required), AfterValidator(_aware)
+    ] = Field(default=None, validate_default=True)
     status: _text(m.ORDER_STATUS_MAX_LENGTH, required=True)  # type: ignore[valid-type]
     customer: OrderCustomerRecord
     items: list[OrderItemRecord]

@@ -83,8 +83,10 @@ def test_bad_json_item_is_named_and_nothing_imported(tmp_path):
     with pytest.raises(CommandError) as error:
         _run(path)
     message = str(error.value)
-    assert "item 1: season" in message
-    assert "item 2: not an object" in message
+    # Counted as a person counts them: the second item is item 2.
+    assert "item 2: season" in message
+    assert "item 3: not an object" in message
+    assert "item 1" not in message
     assert not Product.objects.exists()
 
 

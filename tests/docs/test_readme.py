@@ -95,7 +95,7 @@ def _after_make_run(tmp_path: Path) -> dict[str, str]:
 def test_every_shell_example_runs_after_make_run(tmp_path):
     port = free_port()
     # The examples run in a folder of their own (they write files), which sees the project's.
-    for shared in ("connector", "deploy"):
+    for shared in ("connector", "deploy", "catalog", "orders"):
         (tmp_path / shared).symlink_to(ROOT / shared)
     env = _after_make_run(tmp_path)
     demo = subprocess.run(

@@ -168,8 +168,8 @@ def test_naive_created_at_is_read_in_the_time_zone(write, settings):
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        ({"customer": {"name": "Eva"}}, r"order 1 \(20260002\): customer\.email: Field required"),
-        ({"total": -1}, r"order 1 \(20260002\): total: Input should be greater than or equal to 0"),
+        ({"customer": {"name": "Eva"}}, r"order 2 \(20260002\): customer\.email: Field required"),
+        ({"total": -1}, r"order 2 \(20260002\): total: Input should be greater than or equal to 0"),
         (
             {"items": [{"name": "x", "quantity": 0, "unit_price": 1, "total": 0}]},
             "items.0.quantity",
@@ -209,7 +209,7 @@ def test_a_failing_update_keeps_the_stored_order(write):
     [
         ('{"order_number": "1"}', "must hold a JSON list of orders"),
         ("[1, ", "cannot be read"),
-        ("[1]", r"order 0: not an object"),
+        ("[1]", r"order 1: not an object"),
     ],
 )
 def test_unreadable_file(write, content, message):
@@ -220,3 +220,29 @@ def test_unreadable_file(write, content, message):
 def test_missing_file(tmp_path):
     with pytest.raises(CommandError, match="no such file"):
         run(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize("created_at", ["absent", None])
+def test_an_order_without_created_at_is_told_that_it_is_required(write, created_at):
+    record = order_record("20260002")
+    if created_at == "absent":
+        del record["created_at"]
+    else:
+        record["created_at"] = created_at
+    with pytest.raises(CommandError) as caught:
+        run(write([order_record("20260001"), record]))
+    message = str(caught.value)
+    assert "order 2 (20260002): created_at: Field required: when the customer placed the order" in (
+        message
+    )
+    assert "ISO 8601" in message
+    assert Order.objects.count() == 0
+
+
+def test_the_help_names_the_required_fields_and_the_sample_file(capsys):
+    with pytest.raises(SystemExit):
+        call_command("import_orders", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    for required in ("order_number", "created_at", "status", "customer", "items", "total"):
+        assert required in text
+    assert "orders/examples/orders.json" in text

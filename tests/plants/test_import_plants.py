@@ -90,15 +90,15 @@ def test_import_twice_gives_the_same_state(tmp_path):
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
-        ({"name": "Fern", "status": "dead"}, "item 1: status: Input should be"),
-        ({"name": "Fern", "tags": "indoor"}, "item 1: tags: Input should be a valid list"),
-        ({"name": "Fern", "tags": ["ok", 3]}, "item 1: tags.1: Input should be a valid string"),
-        ({"name": "n" * 256}, "item 1: name: String should have at most 255 characters"),
-        ({"id": "7", "name": "Fern"}, "item 1: id: Invalid ID supplied"),
-        ({"id": 0, "name": "Fern"}, "item 1: id: Invalid ID supplied"),
-        ({"category": "tree"}, "item 1: a new plant needs a name"),
-        ({"id": 999, "category": "tree"}, "item 1: a new plant needs a name"),
-        ("not an object", "item 1: not an object"),
+        ({"name": "Fern", "status": "dead"}, "item 2: status: Input should be"),
+        ({"name": "Fern", "tags": "indoor"}, "item 2: tags: Input should be a valid list"),
+        ({"name": "Fern", "tags": ["ok", 3]}, "item 2: tags.1: Input should be a valid string"),
+        ({"name": "n" * 256}, "item 2: name: String should have at most 255 characters"),
+        ({"id": "7", "name": "Fern"}, "item 2: id: Invalid ID supplied"),
+        ({"id": 0, "name": "Fern"}, "item 2: id: Invalid ID supplied"),
+        ({"category": "tree"}, "item 2: a new plant needs a name"),
+        ({"id": 999, "category": "tree"}, "item 2: a new plant needs a name"),
+        ("not an object", "item 2: not an object"),
     ],
     ids=lambda v: repr(v)[:30],
 )
@@ -116,7 +116,7 @@ def test_bad_entry_is_a_clear_error_and_nothing_is_imported(tmp_path, entry, exp
 
 def test_duplicate_ids_are_refused(tmp_path):
     path = write(tmp_path, [{"id": 3, "name": "A"}, {"id": 3, "name": "B"}])
-    with pytest.raises(CommandError, match="item 0: id 3 appears more than once"):
+    with pytest.raises(CommandError, match="item 1: id 3 appears more than once"):
         run(path)
     assert Plant.objects.count() == 0
 
@@ -126,10 +126,10 @@ def test_every_problem_is_named(tmp_path):
     with pytest.raises(CommandError) as excinfo:
         run(path)
     message = str(excinfo.value)
-    assert "item 0: name:" in message
-    assert "item 2: name:" in message
-    assert "item 2: status:" in message
-    assert "item 1" not in message
+    assert "item 1: name:" in message
+    assert "item 3: name:" in message
+    assert "item 3: status:" in message
+    assert "item 2" not in message
 
 
 @pytest.mark.parametrize(

@@ -23,10 +23,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, older_than: int, dry_run: bool, **options):
-        try:
-            result = sync_audits_purge(older_than_days=older_than, dry_run=dry_run)
-        except ValueError as exc:
-            raise CommandError(f"--older-than: {exc}") from exc
+        if older_than < 1:
+            raise CommandError(f"--older-than must be at least 1 (days); got {older_than}.")
+        result = sync_audits_purge(older_than_days=older_than, dry_run=dry_run)
         verb = "Would remove" if result.dry_run else "Removed"
         self.stdout.write(
             f"{verb} {result.audits} sync audit(s) older than {result.cutoff:%Y-%m-%d %H:%M %Z}, "

@@ -10,10 +10,13 @@ from orders.services import OrdersRefused, orders_import
 class Command(BaseCommand):
     help = (
         "Load orders from a .json file: a list of orders in the API's Order shape, without "
-        "order_id. A null or absent partner_sync_status makes a legacy order, which the partner "
-        "system never sees. Creates or updates by order_number, all or nothing, and prints "
-        "'<order_number> <order_id>' per order. An order the partner system has acknowledged "
-        "keeps its acknowledgement."
+        "order_id (an example: orders/examples/orders.json). Each order needs order_number, "
+        "created_at (when it was placed, an ISO 8601 date-time), status, customer (name and "
+        "email), items (name, quantity, unit_price, total) and subtotal, vat_total and total. "
+        "A null or absent partner_sync_status makes a legacy order, which the partner system "
+        "never sees. Creates or updates by order_number, all or nothing, and prints "
+        "'<order_number> <order_id>' per order; a bad order is named by its place in the file, "
+        "from 1. An order the partner system has acknowledged keeps its acknowledgement."
     )
 
     def add_arguments(self, parser):
