@@ -121,6 +121,40 @@ class TestCancel:
             ack_url(placed["order_id"]), {"partner_reference": "FA-1"}, format="json"
         )
         assert response.status_code == 409
+        assert set(response.json()) == {"detail", "status"}
         assert response.json()["status"] == "cancelled"
         assert isinstance(response.json()["detail"], str)
         assert Order.objects.get(pk=placed["order_id"]).partner_reference is None
+
+
+class TestOtherWritersLeaveShopOrdersAlone:
+    def test_an_import_never_rewrites_a_shop_order(self, placed, tmp_path, product):
+        import json
+
+        from django.core.management import CommandError, call_command
+
+        record = {
+            "order_number": placed["order_number"],
+            "created_at": "2026-03-01T08:30:00+00:00",
+            "status": "processing",
+            "customer": {"name": "X", "email": "x@example.com"},
+            "items": [],
+            "subtotal": 0,
+            "vat_total": 0,
+            "total": 0,
+        }
+        path = tmp_path / "orders.json"
+        path.write_text(json.dumps([record]))
+        with pytest.raises(CommandError, match="the shop placed"):
+            call_command("import_orders", str(path))
+        order = Order.objects.get(pk=placed["order_id"])
+        assert (order.status, order.items.count()) == ("new", 1)
+        product.refresh_from_db()
+        assert product.reserved == 3
+
+    def test_staff_cannot_hand_a_shop_cancelled_order_to_the_partner(self, shop_client, placed):
+        from orders.services import orders_hand_to_partner
+
+        shop_client.post(cancel_url(placed["order_id"]))
+        assert orders_hand_to_partner(order_ids=[placed["order_id"]], by="staff") == []
+        assert Order.objects.get(pk=placed["order_id"]).partner_sync_status is None
