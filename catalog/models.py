@@ -296,7 +296,8 @@ class Reservation(models.Model):
         RELEASED = "released", "Released"
 
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
-    order = models.ForeignKey("orders.Order", on_delete=models.CASCADE, related_name="reservations")
+    # Protected: deleting an order must not silently change what the shop can sell.
+    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="reservations")
     quantity = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     # From when the partner system's figures count the order (its acknowledgement's
