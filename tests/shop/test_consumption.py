@@ -186,3 +186,19 @@ class TestNotConsumed:
         push(api_client, product, 7, "2026-11-21T00:00:00+00:00")
         assert state(product) == (7, 3, 4)
         assert Order.objects.get(pk=order_id).stock_booked_at is None
+
+
+def test_import_products_and_staff_edits_consume_nothing(api_client, order_id, product, tmp_path):
+    import json
+
+    from django.core.management import call_command
+
+    acknowledge(api_client, order_id, stock_booked_at=BOOKED)
+    path = tmp_path / "products.json"
+    path.write_text(json.dumps([item(product, 7)]))
+    call_command("import_products", str(path))
+    assert state(product) == (7, 3, 4)
+    product.shop_quantity = 6
+    product.save()
+    assert state(product) == (6, 3, 3)
+    assert Reservation.objects.get(order_id=order_id).state == "open"
