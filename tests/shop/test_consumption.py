@@ -202,3 +202,12 @@ def test_import_products_and_staff_edits_consume_nothing(api_client, order_id, p
     product.save()
     assert state(product) == (6, 3, 3)
     assert Reservation.objects.get(order_id=order_id).state == "open"
+
+
+def test_saving_a_product_read_before_a_placement_keeps_the_reservation(shop_client, product):
+    stale = Product.objects.get(pk=product.pk)
+    assert place(shop_client, order_body(line(product, 4), number="LATE")).status_code == 201
+    stale.name = "Renamed in the admin"
+    stale.save()
+    product.refresh_from_db()
+    assert (product.name, product.reserved) == ("Renamed in the admin", 4)
