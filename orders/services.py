@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.problems import Problem, Refused
-from monitoring.metrics import record_acknowledgement
+from core.signals import acknowledgement_recorded
 from orders.models import (
     CUSTOMER_FIELDS,
     DEFAULT_CURRENCY,
@@ -72,12 +72,12 @@ def order_acknowledge(
             .first()
         )
         if order is None:
-            record_acknowledgement("not_found")
+            acknowledgement_recorded.send(sender=None, result="not_found")
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
-                record_acknowledgement("repeated")
+                acknowledgement_recorded.send(sender=None, result="repeated")
                 return Acknowledged(order, repeated=True)
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
@@ -85,14 +85,14 @@ def order_acknowledge(
                 client_name,
                 note,
             )
-            record_acknowledgement("conflict")
+            acknowledgement_recorded.send(sender=None, result="conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
         order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
         order.partner_reference = partner_reference
         order.acknowledged_at = timezone.now()
         order.save(update_fields=["partner_sync_status", "partner_reference", "acknowledged_at"])
     _log_acknowledgement("acknowledged", order, client_name, note)
-    record_acknowledgement("acknowledged")
+    acknowledgement_recorded.send(sender=None, result="acknowledged")
     return Acknowledged(order, repeated=False)
 
 

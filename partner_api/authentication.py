@@ -6,6 +6,8 @@ from django.core.cache import cache
 from rest_framework import authentication, exceptions
 from rest_framework_api_key.models import APIKey
 
+from partner_api.middleware import note_request
+
 HEADER = "X-API-Key"
 RATE_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600}
 RATE_PERIODS.update(d=86400, day=86400)
@@ -90,8 +92,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if api_key.has_expired:
             raise exceptions.AuthenticationFailed("API key has expired.")
         client = ApiClient(key_id=api_key.pk, name=api_key.name)
-        # Request logging reads the key's name here, never its value.
-        request._request.api_client_name = api_key.name
+        # The request's log line names the key by its name, never its value.
+        note_request(request, key_name=api_key.name)
         return client, api_key
 
     def authenticate_header(self, request) -> str:

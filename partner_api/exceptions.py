@@ -180,8 +180,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, RequestInvalid):
         return _invalid(exc.problems, context)
     if isinstance(exc, Refused):
-        # A service's refusal locates its problems inside the body.
-        return _invalid([p.located("body") for p in exc.problems], context)
+        # A service's refusal locates its problems inside the body (or says where they are).
+        return _invalid([p.located(*exc.located_in) for p in exc.problems], context)
     if isinstance(exc, exceptions.ParseError):
         return _invalid([json_invalid(exc)], context)
     if isinstance(exc, exceptions.ValidationError):

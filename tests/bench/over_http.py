@@ -412,7 +412,7 @@ def seed(size: int, orders: int) -> tuple[str, list[int]]:
 
     from catalog.models import Product
     from catalog.schemas import ProductItem
-    from catalog.services import products_import
+    from catalog.imports import products_import
     from partner_api.keys import api_key_create
     from tests.bench.orders import OrdersBench
 

@@ -128,7 +128,7 @@ def instrument(clock: Clock) -> None:
     import partner_api.authentication
     import partner_api.parsers
     import partner_api.products
-    from partner_api.schemas import BatchSyncRequest, ItemSyncRequest
+    from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest
 
     parsers = partner_api.parsers
     parsers.StrictJSONParser.parse = clock.wrap(
@@ -185,7 +185,7 @@ def seed(size: int) -> str:
     from django.core.management import call_command
 
     from catalog.schemas import ProductItem
-    from catalog.services import products_import
+    from catalog.imports import products_import
     from partner_api.keys import api_key_create
 
     call_command("migrate", verbosity=0)
