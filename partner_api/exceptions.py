@@ -185,7 +185,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ParseError):
         return _invalid([json_invalid(exc)], context)
     if isinstance(exc, exceptions.ValidationError):
-        return _invalid(_drf_validation_problems(exc.detail), context)
+        raise AssertionError("dead branch probe: DRF ValidationError")
     if isinstance(exc, OperationalError | InterfaceError):
         logger.error("database unavailable: %s", exc.__class__.__name__)
         exc = ServiceUnavailable()
@@ -205,7 +205,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.APIException):
         detail = exc.detail
         if isinstance(detail, dict | list):
-            detail = str(exc.default_detail)
+            raise AssertionError("dead branch probe: list detail")
         response.data = {"detail": str(detail), **getattr(exc, "fields", {})}
     return response
 

@@ -241,7 +241,9 @@ DRY_RUN_PARAMETER = OpenApiParameter(
         "write nothing but the audit row (no product, history, pending key or idempotency "
         "record: a later real call with the same request_id is applied). `false`, `0` or "
         'absent: a real call. Anything else (empty, "True", ...) is 400 with loc '
-        '["query", "dry_run"].'
+        '["query", "dry_run"]. Any other query parameter (`DRY_RUN`, `dryrun`, ...) is 400 '
+        'at ["query", <name>], and so is a body member `dry_run` (at ["body", "dry_run"]): '
+        "a misspelled dry run never writes."
     ),
     examples=[
         OpenApiExample("dry run", value="true"),
@@ -252,16 +254,7 @@ DRY_RUN_PARAMETER = OpenApiParameter(
 SYNC_EXAMPLES = [
     OpenApiExample(
         "applied, with a stale and an unknown item",
-        value={
-            "success": True,
-            "products_received": 3,
-            "products_updated": 1,
-            "unknown_products": 1,
-            "stale_products": 1,
-            "request_id": "PR-2026-0042",
-            "unknown_keys": [{"index": 2, "stock_code": "SC-9", "ean": "", "reason": "unknown"}],
-            "stale_keys": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}],
-        },
+        value=SyncResponse.model_config["json_schema_extra"]["examples"][0],
     ),
     OpenApiExample(
         "dry run",
@@ -314,6 +307,35 @@ SYNC_RESPONSES = {
 }
 
 
+def sync_schema(*, summary: str, description: str):
+    """The OpenAPI description of a sync operation, read from its view's attributes (a class
+    decorator)."""
+
+    def describe(view: type[SyncView]) -> type[SyncView]:
+        return extend_schema(
+            operation_id=view.operation_id,
+            summary=summary,
+            description=description,
+            request=view.request_model,
+            responses={**SYNC_RESPONSES, **validation_responses(view.operation_id)},
+            parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
+            tags=["products"],
+        )(view)
+
+    return describe
+
+
+@sync_schema(
+    summary="Batch product synchronization",
+    description=(
+        "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
+        "optional ean. Unknown and ambiguous keys are stored as pending products and counted "
+        "in unknown_products. All or nothing: one invalid item and nothing is applied. A retry "
+        "with the same request_id and body replays the stored response. With "
+        "sync_context.posted_at, items whose product already holds a later document time "
+        "are stale and left as they are."
+    ),
+)
 class ProductSyncView(SyncView):
     """Batch product synchronization."""
 
@@ -321,26 +343,19 @@ class ProductSyncView(SyncView):
     single = False
     request_model = BatchSyncRequest
 
-    @extend_schema(
-        operation_id=operation_id,
-        summary="Batch product synchronization",
-        description=(
-            "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
-            "optional ean. Unknown and ambiguous keys are stored as pending products and counted "
-            "in unknown_products. All or nothing: one invalid item and nothing is applied. A retry "
-            "with the same request_id and body replays the stored response. With "
-            "sync_context.posted_at, items whose product already holds a later document time "
-            "are stale and left as they are."
-        ),
-        request=BatchSyncRequest,
-        responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
-        parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
-        tags=["products"],
-    )
     def post(self, request):
         return self.sync(request)
 
 
+@sync_schema(
+    summary="Single product synchronization",
+    description=(
+        "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
+        "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product "
+        "(not in a dry run). A stale item (see sync_context.posted_at) answers 200 with "
+        "products_updated 0 and stale_products 1."
+    ),
+)
 class ProductItemView(SyncView):
     """Single product synchronization."""
 
@@ -348,19 +363,5 @@ class ProductItemView(SyncView):
     single = True
     request_model = ItemSyncRequest
 
-    @extend_schema(
-        operation_id=operation_id,
-        summary="Single product synchronization",
-        description=(
-            "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
-            "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product "
-            "(not in a dry run). A stale item (see sync_context.posted_at) answers 200 with "
-            "products_updated 0 and stale_products 1."
-        ),
-        request=ItemSyncRequest,
-        responses={**SYNC_RESPONSES, **validation_responses(operation_id)},
-        parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
-        tags=["products"],
-    )
     def put(self, request):
         return self.sync(request)

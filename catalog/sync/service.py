@@ -159,25 +159,11 @@ def products_sync(
     A `dry_run` goes the same way and answers the same, plus the field changes the call would
     make, but writes nothing except its audit row.
     """
-    call = SyncCall(
-        client=client,
-        single=single,
-        started=started,
-        request_id=request_id,
-        context=context,
-        received=len(items),
-    )
+    call = SyncCall(client, single, started, request_id, context, received=len(items))
     problems = request_problems(items, single=single)
     if problems:
         raise ItemsRefused(problems, call=call)
-    request = _Sync(
-        call=call,
-        items=items,
-        context=context,
-        body_hash=body_hash,
-        raw_body_hash=raw_body_hash,
-        dry_run=dry_run,
-    )
+    request = _Sync(call, items, context, body_hash, raw_body_hash, dry_run)
     result = run_with_retry(lambda: _sync_attempt(replace(request, now=timezone.now())))
     if isinstance(result, Problem):
         # Raised only after the commit: the pending key must survive.
