@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from catalog.models import Product, ProductHistory, SyncAudit, SyncControl
 from catalog.pending import pending_close_for_synced, pending_record
+from catalog.reservations import reservations_consume
 from catalog.schemas import OPTIONAL_FIELDS, VALUE_FIELDS, ProductItem, SyncContext
 from catalog.sync import audit, idempotency
 from catalog.sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
@@ -297,6 +298,14 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     )
     if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
+    # Every applied product, changed or not: its figures from this document time on include
+    # the orders the partner system booked by then.
+    reservations_consume(
+        product_ids=[row[0] for _, row in found.applied],
+        document_time=posted_at or now,
+        audit_id=audit_row.pk,
+        now=now,
+    )
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
         matched=[(item.ean, item.stock_code, row[0]) for item, row in found.applied if item.ean],
