@@ -307,12 +307,13 @@ SYNC_RESPONSES = {
 }
 
 
-def sync_schema(*, summary: str, description: str):
-    """The OpenAPI description of a sync operation, read from its view's attributes (a class
-    decorator)."""
+def sync_operation(*, summary: str, description: str):
+    """Describe a sync view's one method in OpenAPI, from the view's attributes (a class
+    decorator that decorates the method: drf-spectacular takes an operation_id per method)."""
 
     def describe(view: type[SyncView]) -> type[SyncView]:
-        return extend_schema(
+        method = "put" if view.single else "post"
+        schema = extend_schema(
             operation_id=view.operation_id,
             summary=summary,
             description=description,
@@ -320,12 +321,14 @@ def sync_schema(*, summary: str, description: str):
             responses={**SYNC_RESPONSES, **validation_responses(view.operation_id)},
             parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
             tags=["products"],
-        )(view)
+        )
+        setattr(view, method, schema(getattr(view, method)))
+        return view
 
     return describe
 
 
-@sync_schema(
+@sync_operation(
     summary="Batch product synchronization",
     description=(
         "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
@@ -347,7 +350,7 @@ class ProductSyncView(SyncView):
         return self.sync(request)
 
 
-@sync_schema(
+@sync_operation(
     summary="Single product synchronization",
     description=(
         "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
