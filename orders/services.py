@@ -82,6 +82,22 @@ def record_status_change(
     )
 
 
+def order_items(order: Order, lines: Iterable) -> list[OrderItem]:
+    """The item rows of an order's lines (an import's records or a shop's lines)."""
+    return [
+        OrderItem(
+            order=order,
+            name=line.name,
+            quantity=line.quantity,
+            unit_price=line.unit_price,
+            total=line.total,
+            ean=line.ean or None,
+            stock_code=line.stock_code,
+        )
+        for line in lines
+    ]
+
+
 def _cancelled_by_shop(order_id: int) -> bool:
     return Order.objects.filter(
         pk=order_id,
@@ -236,17 +252,9 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
         OrderItem.objects.filter(order__in=[o.pk for o in existing.values()]).delete()
         OrderItem.objects.bulk_create(
             [
-                OrderItem(
-                    order=order,
-                    name=item.name,
-                    quantity=item.quantity,
-                    unit_price=item.unit_price,
-                    total=item.total,
-                    ean=item.ean,
-                    stock_code=item.stock_code,
-                )
+                item
                 for order, record in zip(orders, records, strict=True)
-                for item in record.items
+                for item in order_items(order, record.items)
             ],
             batch_size=500,
         )

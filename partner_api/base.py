@@ -94,6 +94,14 @@ RESPONSE_THROTTLED = OpenApiResponse(
         "seconds in the Retry-After header."
     ),
 )
+REPLAYED_HEADER = OpenApiParameter(
+    "Idempotent-Replayed",
+    str,
+    OpenApiParameter.HEADER,
+    response=[200],
+    enum=["true"],
+    description="Present when the response is the stored answer to an earlier identical request.",
+)
 RESPONSE_UNAVAILABLE = OpenApiResponse(ErrorBody, description="Database unavailable; retry later.")
 # Every operation: the key, its rate, the database.
 RESPONSE_WRONG_SCOPE = OpenApiResponse(

@@ -26,6 +26,7 @@ from core.problems import Problem, Refused
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
+    REPLAYED_HEADER,
     PartnerAPIView,
     validate,
     validation_responses,
@@ -219,15 +220,6 @@ class SyncView(PartnerAPIView):
             unknown=getattr(exc, "unknown", 0),
         )
 
-
-REPLAYED_HEADER = OpenApiParameter(
-    "Idempotent-Replayed",
-    str,
-    OpenApiParameter.HEADER,
-    response=[200],
-    enum=["true"],
-    description="Present when the response is the stored answer to an earlier identical request.",
-)
 
 DRY_RUN_PARAMETER = OpenApiParameter(
     "dry_run",
