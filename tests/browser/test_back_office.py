@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from catalog import demo as catalog_demo
 from catalog.models import SyncAudit
-from catalog.services import sync_pause_set
+from catalog.sync.pause import sync_pause_set
 from orders import demo as orders_demo
 from partner_api.keys import api_key_create
 from plants import demo as plants_demo
