@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
+from catalog.admin import ReservationOfOrderInline
 from core.display import money
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem
 from orders.services import orders_clear_acknowledgement, orders_hand_to_partner
@@ -31,7 +32,7 @@ class OrderAdmin(admin.ModelAdmin):
     search_fields = ("order_number", "customer_name", "customer_email", "partner_reference")
     date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")
-    inlines = (OrderItemInline,)
+    inlines = (OrderItemInline, ReservationOfOrderInline)
     actions = ("hand_to_partner", "clear_acknowledgement")
     # The partner state changes only through the acknowledgement and the actions, which leave
     # a trace; a hand edit would not.
