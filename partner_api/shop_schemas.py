@@ -6,7 +6,7 @@ and the documented answers are here.
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from catalog.schemas import Ean, StockCode
 from core.text import TextFromNumbers
@@ -67,6 +67,10 @@ class PlacementShort(BaseModel):
 class OrderNumberConflict(BaseModel):
     detail: str
     order_id: int = Field(description="The order that already has this order_number.")
+
+
+class PlacementConflict(RootModel[PlacementShort | OrderNumberConflict]):
+    """A placement's 409: lines short of stock, or the order_number taken by another body."""
 
 
 class CancelConflict(BaseModel):
