@@ -101,6 +101,17 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
+class ReadOnlyInlinesMixin:
+    """Read-only inlines are shown, never submitted: a save neither needs nor reads their
+    forms (so a post without their management form is a valid save)."""
+
+    def get_inline_instances(self, request, obj=None):
+        inlines = super().get_inline_instances(request, obj)
+        if request.method == "POST":
+            inlines = [inline for inline in inlines if not isinstance(inline, ReadOnlyInline)]
+        return inlines
+
+
 class OpenReservationInline(ReadOnlyInline):
     """The product's open reservations: the orders its `reserved` holds back from sale."""
 
@@ -142,7 +153,7 @@ class ReservationOfOrderInline(ReadOnlyInline):
 
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     # What staff need at a glance, within a 1400-pixel window; brand, season, promotion and
     # discontinued are filters. The stock columns are narrow numbers with short headers.
     list_display = (

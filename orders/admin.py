@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from catalog.admin import ReservationOfOrderInline
+from catalog.admin import ReadOnlyInlinesMixin, ReservationOfOrderInline
 from core.display import money
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem
 from orders.services import orders_clear_acknowledgement, orders_hand_to_partner
@@ -17,7 +17,7 @@ class OrderItemInline(admin.TabularInline):
 
 
 @admin.register(Order)
-class OrderAdmin(admin.ModelAdmin):
+class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     # Within a 1400-pixel window; the acknowledgement time is on the order's page.
     list_display = (
         "order_number",

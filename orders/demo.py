@@ -12,6 +12,7 @@ from orders.models import Order
 from orders.placement import OrderLinesRefused, StockShort, order_cancel_by_shop, order_place
 from orders.schemas import OrderRecord, ShopOrder
 from orders.services import order_acknowledge, orders_import
+from orders.states import OrderStatus
 
 VAT_RATE = Decimal("0.21")
 
@@ -51,7 +52,7 @@ def _order(
         {
             "order_number": number,
             "created_at": timezone.now().replace(microsecond=0) - timedelta(hours=hours_ago),
-            "status": "paid",
+            "status": OrderStatus.NEW,
             "customer": customer,
             "items": items,
             "subtotal": subtotal,

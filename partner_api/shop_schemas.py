@@ -6,7 +6,7 @@ and the documented answers are here.
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.schemas import Ean, StockCode
 from core.text import TextFromNumbers
@@ -59,18 +59,18 @@ class ShortLine(BaseModel):
     salable: int
 
 
-class PlacementShort(BaseModel):
+class PlacementConflict(BaseModel):
+    """A 409 of the placement: lines short of stock, or the order number taken."""
+
     detail: str
-    short: list[ShortLine] = Field(description="Every line asking for more than is salable.")
-
-
-class OrderNumberConflict(BaseModel):
-    detail: str
-    order_id: int = Field(description="The order that already has this order_number.")
-
-
-class PlacementConflict(RootModel[PlacementShort | OrderNumberConflict]):
-    """A placement's 409: lines short of stock, or the order_number taken by another body."""
+    short: list[ShortLine] | None = Field(
+        default=None,
+        description="When stock is short: every line asking for more than is salable.",
+    )
+    order_id: int | None = Field(
+        default=None,
+        description="When the order_number is taken by another body: the stored order's id.",
+    )
 
 
 class CancelConflict(BaseModel):
