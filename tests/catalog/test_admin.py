@@ -19,7 +19,7 @@ from catalog.models import (
     SyncAudit,
     SyncControl,
 )
-from catalog.services import sync_pause_set
+from catalog.sync.pause import sync_pause_set
 from tests.factories import PendingProductFactory, ProductFactory
 from tests.orders.factories import OrderFactory
 
