@@ -258,7 +258,7 @@ def seed(products: int) -> tuple[str, str]:
     from django.db import connection
 
     from catalog.schemas import ProductItem
-    from catalog.services import products_import
+    from catalog.imports import products_import
     from partner_api.keys import api_key_create
 
     call_command("migrate", verbosity=0)
