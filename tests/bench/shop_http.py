@@ -257,8 +257,8 @@ def seed(products: int) -> tuple[str, str]:
     from django.core.management import call_command
     from django.db import connection
 
-    from catalog.schemas import ProductItem
     from catalog.imports import products_import
+    from catalog.schemas import ProductItem
     from partner_api.keys import api_key_create
 
     call_command("migrate", verbosity=0)
