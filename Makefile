@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install run test lint format bench bench-quick bench-http profile-sync throughput
+.PHONY: install run test lint format bench bench-quick bench-http bench-shop profile-sync throughput
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,12 @@ BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/stock_sync_bench
 bench: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/run.py
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py
 
 bench-quick: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/run.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --quick
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py --seconds 5 --clients 2 --workers 2
 
 ## Over HTTP only (gunicorn, production configuration), and the phase-by-phase profile.
@@ -47,6 +49,9 @@ bench-http: install
 
 profile-sync: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/profile_sync.py
+
+bench-shop: install
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py
 
 throughput: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py

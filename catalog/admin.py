@@ -1,18 +1,27 @@
-"""The staff back-office: products and their history, pending keys, sync audits, the pause switch."""
+"""The staff back-office: products and their history, the stock shop orders hold (reservations),
+pending keys, sync audits, the pause switch."""
 
 import json
 
 import pydantic
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import models
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, SyncControl
+from catalog.models import (
+    PendingProduct,
+    Product,
+    ProductHistory,
+    Reservation,
+    SyncAudit,
+    SyncControl,
+)
 from catalog.pending import (
     pending_create_products,
     pending_dismiss,
@@ -61,25 +70,133 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class OpenReservationsFilter(admin.SimpleListFilter):
+    title = "open reservations"
+    parameter_name = "open_reservations"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Has open reservations"), ("no", "None open"))
+
+    def queryset(self, request, queryset):
+        if self.value() not in ("yes", "no"):
+            return queryset
+        has_open = Exists(
+            Reservation.objects.filter(product=OuterRef("pk"), state=Reservation.State.OPEN)
+        )
+        return queryset.filter(has_open if self.value() == "yes" else ~has_open)
+
+
+class ReadOnlyInline(admin.TabularInline):
+    """Rows shown where they explain something; they change only through the services."""
+
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ReadOnlyInlinesMixin:
+    """Read-only inlines are shown, never submitted: a save neither needs nor reads their
+    forms (so a post without their management form is a valid save)."""
+
+    def get_inline_instances(self, request, obj=None):
+        inlines = super().get_inline_instances(request, obj)
+        if request.method == "POST":
+            inlines = [inline for inline in inlines if not isinstance(inline, ReadOnlyInline)]
+        return inlines
+
+
+class OpenReservationInline(ReadOnlyInline):
+    """The product's open reservations: the orders its `reserved` holds back from sale."""
+
+    model = Reservation
+    fk_name = "product"
+    verbose_name = "open reservation"
+    verbose_name_plural = "open reservations (the orders “reserved” holds back from sale)"
+    fields = ("order_link", "quantity", "booked_at", "created_at", "cause")
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .filter(state=Reservation.State.OPEN)
+            .select_related("order")
+            .order_by("created_at", "id")
+        )
+
+    @admin.display(description="Order")
+    def order_link(self, obj: Reservation) -> str:
+        return _admin_link(obj.order)
+
+
+class ReservationOfOrderInline(ReadOnlyInline):
+    """An order's reservations, whatever became of them."""
+
+    model = Reservation
+    fk_name = "order"
+    fields = ("product_link", "quantity", "state", "booked_at", "changed_at", "cause")
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("product").order_by("id")
+
+    @admin.display(description="Product")
+    def product_link(self, obj: Reservation) -> str:
+        return _admin_link(obj.product)
+
+
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     # What staff need at a glance, within a 1400-pixel window; brand, season, promotion and
-    # discontinued are filters.
+    # discontinued are filters, the last update is on the product's page. The stock columns
+    # are narrow numbers with short headers.
     list_display = (
         "stock_code",
         "ean",
         "name",
         "status",
         "shop_quantity",
+        "reserved",
+        "salable_display",
+        "buffer_display",
         "eshop_price_display",
-        "updated_at",
     )
     list_display_links = ("stock_code", "ean")
     search_fields = ("stock_code", "ean", "name", "brand")
-    list_filter = ("brand", "season", "status", "discontinued", "on_promotion")
+    list_filter = (
+        OpenReservationsFilter,
+        "brand",
+        "season",
+        "status",
+        "discontinued",
+        "on_promotion",
+    )
+    inlines = (OpenReservationInline,)
     ordering = ("stock_code", "ean")
+    stock_fieldset = (
+        "Stock the shop can sell",
+        {
+            "description": (
+                "salable = max(0, shop quantity − reserved − buffer). Reserved is what open "
+                "shop orders hold (listed below) until the partner system's figures include "
+                "them."
+            ),
+            "fields": (("reserved", "salable_display"), "safety_buffer"),
+        },
+    )
     fieldsets = (
         (None, {"fields": ERP_FIELDS}),
+        ("Stock the shop can sell", {"fields": ("safety_buffer",)}),
         (
             "Catalogue",
             {
@@ -116,16 +233,46 @@ class ProductAdmin(admin.ModelAdmin):
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return self.fieldsets
-        # Right under the values it explains: "why does the shop show 3?"
-        erp, catalogue = self.fieldsets
+        # Right under the values they explain: "why does the shop show 3?"
+        _, _, catalogue = self.fieldsets
         erp = (None, {"fields": self._erp_read_only})
-        return (erp, self.history_fieldset, catalogue)
+        return (erp, self.stock_fieldset, self.history_fieldset, catalogue)
 
     def get_readonly_fields(self, request, obj=None):
         # A new product needs its key and first values; after that the partner system owns them.
         if obj is None:
             return ()
-        return (*self._erp_read_only, "created_at", "updated_at", "posted_at", "history_table")
+        return (
+            *self._erp_read_only,
+            "reserved",
+            "salable_display",
+            "created_at",
+            "updated_at",
+            "posted_at",
+            "history_table",
+        )
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if "safety_buffer" in form.base_fields:
+            form.base_fields["safety_buffer"].help_text = (
+                "Units never offered for sale. Empty: the service's default "
+                f"(STOCK_SAFETY_BUFFER = {settings.STOCK_SAFETY_BUFFER})."
+            )
+        return form
+
+    @admin.display(description="salable")
+    def salable_display(self, obj: Product) -> int:
+        return obj.salable
+
+    @admin.display(description="buffer", ordering="safety_buffer")
+    def buffer_display(self, obj: Product) -> str:
+        if obj.safety_buffer is None:
+            return format_html(
+                '<span title="the default, STOCK_SAFETY_BUFFER">{}*</span>',
+                settings.STOCK_SAFETY_BUFFER,
+            )
+        return str(obj.safety_buffer)
 
     _erp_read_only = tuple(ERP_DISPLAYS.get(name, name) for name in ERP_FIELDS)
     catalog_price_display = admin_decimal(Product, "catalog_price")
@@ -341,6 +488,57 @@ class SyncAuditAdmin(ReadOnlyAdmin):
             '<a href="{}">{} change(s)</a>',
             _changelist_url(ProductHistory, audit__id__exact=obj.pk),
             count,
+        )
+
+
+@admin.register(Reservation)
+class ReservationAdmin(ReadOnlyAdmin):
+    """Every reservation and what became of it: why the shop shows the salable it shows."""
+
+    list_display = (
+        "created_at",
+        "order_link",
+        "product_link",
+        "quantity",
+        "state",
+        "booked_at",
+        "changed_at",
+    )
+    list_filter = ("state", "created_at")
+    search_fields = ("order__order_number", "product__stock_code", "product__ean")
+    list_select_related = ("order", "product")
+    date_hierarchy = "created_at"
+    fields = (
+        ("order_link", "product_link"),
+        ("quantity", "state"),
+        ("created_at", "booked_at"),
+        ("changed_at", "cause"),
+        "sync_audit_link",
+    )
+    readonly_fields = (
+        "order_link",
+        "product_link",
+        "quantity",
+        "state",
+        "created_at",
+        "booked_at",
+        "changed_at",
+        "cause",
+        "sync_audit_link",
+    )
+
+    @admin.display(description="Order", ordering="order__order_number")
+    def order_link(self, obj: Reservation) -> str:
+        return _admin_link(obj.order)
+
+    @admin.display(description="Product", ordering="product__stock_code")
+    def product_link(self, obj: Reservation) -> str:
+        return _admin_link(obj.product)
+
+    @admin.display(description="Consumed by sync")
+    def sync_audit_link(self, obj: Reservation) -> str:
+        return (
+            _admin_link(obj.sync_audit, _audit_label(obj.sync_audit)) if obj.sync_audit_id else "-"
         )
 
 

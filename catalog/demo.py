@@ -47,9 +47,14 @@ DEMO_PRODUCTS = [
 ]
 
 
+BUFFERED_STOCK_CODE = "PT-225-45-17-S"
+
+
 def seed() -> list[str]:
     """Create the demo products once; returns lines to show the user."""
     if Product.objects.exists():
         return []
     result = products_import(items=[ProductItem.model_validate(p) for p in DEMO_PRODUCTS])
+    # A buffer staff set on one product (the others take STOCK_SAFETY_BUFFER).
+    Product.objects.filter(stock_code=BUFFERED_STOCK_CODE).update(safety_buffer=1)
     return [f"Demo catalogue: {result.created} products."]

@@ -272,8 +272,22 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Stock synchronization and order exchange",
     "DESCRIPTION": (
         "Keeps the shop's stock and prices in step with the partner system (ERP) and hands "
-        "the shop's orders to it. Every operation needs the `X-API-Key` header."
+        "the shop's orders to it; the shop places its orders through it and reads what it "
+        "can sell. Every operation needs the `X-API-Key` header: a partner key for the "
+        "partner system's operations, a shop key for the shop's (tag `shop`)."
     ),
+    "TAGS": [
+        {"name": "products", "description": "The partner system's stock and prices (partner key)."},
+        {"name": "orders", "description": "The orders feed and acknowledgements (partner key)."},
+        {"name": "plants", "description": "Plants (partner key)."},
+        {
+            "name": "shop",
+            "description": (
+                "What the shop can sell, and its orders: placed, read and cancelled "
+                "(shop key, `create_api_key NAME --scope shop`)."
+            ),
+        },
+    ],
     "VERSION": "1.0.0",
     "LICENSE": {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"},
     "OAS_VERSION": "3.1.0",

@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
+from catalog.admin import ReadOnlyInlinesMixin, ReservationOfOrderInline
 from core.display import admin_decimal, money
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem
 from orders.services import orders_clear_acknowledgement, orders_hand_to_partner
@@ -27,7 +28,7 @@ class OrderItemInline(admin.TabularInline):
 
 
 @admin.register(Order)
-class OrderAdmin(admin.ModelAdmin):
+class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     # Within a 1400-pixel window; the acknowledgement time is on the order's page.
     list_display = (
         "order_number",
@@ -42,7 +43,7 @@ class OrderAdmin(admin.ModelAdmin):
     search_fields = ("order_number", "customer_name", "customer_email", "partner_reference")
     date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")
-    inlines = (OrderItemInline,)
+    inlines = (OrderItemInline, ReservationOfOrderInline)
     actions = ("hand_to_partner", "clear_acknowledgement")
     # The partner state changes only through the acknowledgement and the actions, which leave
     # a trace; a hand edit would not.

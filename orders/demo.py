@@ -1,13 +1,17 @@
-"""Demo data of the orders app for `manage.py demo`: partner orders and one legacy order."""
+"""Demo data of the orders app for `manage.py demo`: partner orders, one legacy order, and shop
+orders placed through the shop's own operation (so the demo products show reserved stock)."""
 
 from datetime import timedelta
 from decimal import Decimal
 
+from django.db import transaction
 from django.utils import timezone
 
+from core.canonical import canonical_digest
 from orders.models import Order
-from orders.schemas import OrderRecord
-from orders.services import orders_import
+from orders.placement import OrderLinesRefused, StockShort, order_cancel_by_shop, order_place
+from orders.schemas import OrderRecord, ShopOrder
+from orders.services import order_acknowledge, orders_import
 from orders.states import OrderStatus
 
 VAT_RATE = Decimal("0.21")
@@ -115,6 +119,58 @@ def demo_orders() -> list[OrderRecord]:
     ]
 
 
+def _shop_body(number: str, *, customer: dict, lines: list[tuple]) -> dict:
+    """A placement as the storefront sends it (JSON numbers, totals to the cent)."""
+    items = []
+    for (name, ean, code), quantity, price in lines:
+        item = _item(name, quantity, price, ean, code)
+        items.append(
+            {**item, "unit_price": float(item["unit_price"]), "total": float(item["total"])}
+        )
+    subtotal = sum((Decimal(str(item["total"])) for item in items), Decimal(0))
+    vat_total = (subtotal * VAT_RATE).quantize(Decimal("0.01"))
+    return {
+        "order_number": number,
+        "customer": customer,
+        "items": [{key: value for key, value in i.items() if value is not None} for i in items],
+        "subtotal": float(subtotal),
+        "vat_total": float(vat_total),
+        "total": float(subtotal + vat_total),
+    }
+
+
+def demo_shop_orders() -> list[dict]:
+    """Three placements: one the partner system acknowledged (its stock booked), one waiting
+    for it, one the shop cancelled."""
+    eva = {"name": "Eva Horáková", "email": "eva.horakova@example.com", "city": "Praha"}
+    martin = {"name": "Martin Král", "email": "martin.kral@example.com"}
+    return [
+        _shop_body("SHOP-2026-0101", customer=eva, lines=[(WINTER, 2, "84.50")]),
+        _shop_body(
+            "SHOP-2026-0102", customer=martin, lines=[(WINTER, 1, "84.50"), (SUMMER, 1, "109.00")]
+        ),
+        _shop_body("SHOP-2026-0103", customer=martin, lines=[(SUMMER, 1, "109.00")]),
+    ]
+
+
+def _seed_shop_orders() -> list[Order]:
+    """Place, acknowledge and cancel the demo shop orders; none when the demo products are not
+    there to reserve (a database whose catalogue came from elsewhere)."""
+    placed = []
+    try:
+        with transaction.atomic():
+            for body in demo_shop_orders():
+                order = ShopOrder.model_validate(body)
+                digest = canonical_digest(body)
+                placed.append(order_place(order=order, body_hash=digest, by_name="demo").order)
+    except (OrderLinesRefused, StockShort):
+        return []
+    booked, _, cancelled = placed
+    order_acknowledge(order_id=booked.pk, partner_reference="FA-2026-0101", client_name="demo")
+    order_cancel_by_shop(order_id=cancelled.pk, reason="customer changed their mind")
+    return placed
+
+
 def seed() -> list[str]:
     """Create the demo records once; returns lines to show the user."""
     if Order.objects.exists():
@@ -122,8 +178,18 @@ def seed() -> list[str]:
     orders = orders_import(records=demo_orders())
     pending = [o for o in orders if o.partner_sync_status == Order.PartnerStatus.PENDING_PARTNER]
     legacy = [o for o in orders if o.partner_sync_status is None]
-    return [
+    shop = _seed_shop_orders()
+    lines = [
         f"Demo orders: {len(orders) - len(legacy)} for the partner system "
         f"({len(pending)} pending: order_id {', '.join(str(o.pk) for o in pending)}), "
         f"{len(legacy)} legacy."
     ]
+    if shop:
+        lines.append(
+            f"Demo shop orders: {len(shop)} placed through the shop API (order_id "
+            f"{', '.join(str(o.pk) for o in shop)}: one acknowledged, one pending, one "
+            "cancelled); their stock is reserved (admin: Products, Reservations)."
+        )
+    else:
+        lines.append("Demo shop orders: none (the demo products are not in the catalogue).")
+    return lines

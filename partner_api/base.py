@@ -103,17 +103,33 @@ REPLAYED_HEADER = OpenApiParameter(
     description="Present when the response is the stored answer to an earlier identical request.",
 )
 RESPONSE_UNAVAILABLE = OpenApiResponse(ErrorBody, description="Database unavailable; retry later.")
-# Every operation: the key, its rate, the database.
-RESPONSE_WRONG_SCOPE = OpenApiResponse(
+RESPONSE_SHOP_KEY = OpenApiResponse(
     ErrorBody,
-    description="A valid key of the other scope (a shop key on a partner operation, or the reverse).",
+    description=(
+        "A valid shop key: this operation needs a partner key. A key of the other scope is "
+        "not an invalid key (it does not count towards the invalid-key limit)."
+    ),
 )
+RESPONSE_PARTNER_KEY = OpenApiResponse(
+    ErrorBody,
+    description=(
+        "A valid partner key: the shop operations need a shop key (`create_api_key NAME "
+        "--scope shop`). A key of the other scope is not an invalid key."
+    ),
+)
+# Every operation: the key, its rate, the database. The partner operations' (KEY_RESPONSES)
+# and the shop operations' (SHOP_KEY_RESPONSES) differ in the scope their 403 names.
 KEY_RESPONSES = {
     401: RESPONSE_UNAUTHORIZED,
-    403: RESPONSE_WRONG_SCOPE,
+    403: RESPONSE_SHOP_KEY,
     429: RESPONSE_THROTTLED,
     503: RESPONSE_UNAVAILABLE,
 }
+SHOP_KEY_RESPONSES = {**KEY_RESPONSES, 403: RESPONSE_PARTNER_KEY}
+# The sentence each shop operation's description starts with.
+SHOP_KEY_NEEDED = (
+    "Needs a shop key in X-API-Key (`create_api_key NAME --scope shop`); a partner key gets 403. "
+)
 # Every operation with a body, in addition.
 BODY_RESPONSES = {413: RESPONSE_TOO_LARGE, 415: RESPONSE_UNSUPPORTED_MEDIA_TYPE}
 

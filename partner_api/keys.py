@@ -30,6 +30,13 @@ def api_key_create(
     return api_key, key
 
 
+def api_key_scope_set(*, api_key: APIKey, scope: str) -> None:
+    """Give a key made elsewhere (the admin's add form) its scope; once, when it is made."""
+    if scope not in KeyScope.values:
+        raise ValueError(f"A key's scope is one of {', '.join(KeyScope.values)}, not {scope!r}.")
+    ApiKeyScope.objects.update_or_create(api_key=api_key, defaults={"scope": scope})
+
+
 def api_key_replace(*, name: str, scope: str = KeyScope.PARTNER) -> tuple[APIKey, str]:
     """Delete the keys of this name and create a new one: one key per name (the demo's)."""
     with transaction.atomic():

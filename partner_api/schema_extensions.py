@@ -86,7 +86,16 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     name = "ApiKeyAuth"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "X-API-Key",
+            "description": (
+                "An API key of the scope the operation names: a partner key for the partner "
+                "system's operations, a shop key (`create_api_key NAME --scope shop`) for those "
+                "under /api/v1/shop/. A valid key of the other scope gets 403."
+            ),
+        }
 
 
 def canonical_paths(endpoints):

@@ -27,8 +27,9 @@ from orders.services import OrderNotFound
 from orders.states import Actor, OrderStatus
 from partner_api.base import (
     BODY_RESPONSES,
-    KEY_RESPONSES,
     REPLAYED_HEADER,
+    SHOP_KEY_NEEDED,
+    SHOP_KEY_RESPONSES,
     ShopAPIView,
     validate,
     validation_responses,
@@ -86,7 +87,7 @@ class StockQueryView(ShopAPIView):
         operation_id=operation_id,
         summary="Salable stock",
         description=(
-            "One answer per key, in request order: the partner system's level "
+            SHOP_KEY_NEEDED + "One answer per key, in request order: the partner system's level "
             "(shop_quantity), the units open shop orders hold (reserved), the safety buffer, "
             "and salable = max(0, shop_quantity - reserved - safety_buffer). Keys are matched as "
             "the sync matches them; a key naming no product or several is not found, with its "
@@ -95,7 +96,7 @@ class StockQueryView(ShopAPIView):
         request=StockQuery,
         responses={
             200: OpenApiResponse(StockAnswer, description="The figures of each key."),
-            **KEY_RESPONSES,
+            **SHOP_KEY_RESPONSES,
             **BODY_RESPONSES,
             **validation_responses(operation_id),
         },
@@ -120,7 +121,8 @@ class ShopOrderListView(ShopAPIView):
         operation_id=operation_id,
         summary="Place an order",
         description=(
-            "Checks the totals to the cent and each line's key (every problem listed, 422), "
+            SHOP_KEY_NEEDED
+            + "Checks the totals to the cent and each line's key (every problem listed, 422), "
             "locks the lines' products and checks each line against its salable stock (409 "
             "listing every short line; nothing stored), then stores the order (status new, "
             "partner_sync_status pending_partner: the partner feed lists it at once) and "
@@ -133,7 +135,7 @@ class ShopOrderListView(ShopAPIView):
         responses={
             201: OpenApiResponse(Order, description="The order, placed; its stock reserved."),
             200: OpenApiResponse(Order, description="The same placement again: the order now."),
-            **KEY_RESPONSES,
+            **SHOP_KEY_RESPONSES,
             409: OpenApiResponse(
                 PlacementConflict,
                 description=(
@@ -204,13 +206,14 @@ class ShopOrderView(ShopAPIView):
         operation_id=operation_id,
         summary="Read an order",
         description=(
-            "The order record (status, partner sync status, tracking) of an order the shop "
+            SHOP_KEY_NEEDED
+            + "The order record (status, partner sync status, tracking) of an order the shop "
             "placed through this service; any other id is 404."
         ),
         parameters=[ORDER_ID_PARAMETER],
         responses={
             200: OpenApiResponse(Order, description="The order."),
-            **KEY_RESPONSES,
+            **SHOP_KEY_RESPONSES,
             404: RESPONSE_ORDER_NOT_FOUND,
             **validation_responses(operation_id),
         },
@@ -234,7 +237,8 @@ class ShopOrderCancelView(ShopAPIView):
         operation_id=operation_id,
         summary="Cancel an order",
         description=(
-            "Allowed while the partner system has not acknowledged the order: its status "
+            SHOP_KEY_NEEDED
+            + "Allowed while the partner system has not acknowledged the order: its status "
             "becomes cancelled, its reserved stock goes back on sale and it leaves the partner "
             "feed. Cancelling it again is 200 and changes nothing. After the acknowledgement "
             "the answer is 409 with the partner_reference (the partner system cancels it)."
@@ -243,7 +247,7 @@ class ShopOrderCancelView(ShopAPIView):
         request=CancelRequest,
         responses={
             200: OpenApiResponse(Order, description="The order, cancelled."),
-            **KEY_RESPONSES,
+            **SHOP_KEY_RESPONSES,
             404: RESPONSE_ORDER_NOT_FOUND,
             409: OpenApiResponse(
                 CancelConflict, description="The partner system has acknowledged the order."

@@ -11,7 +11,14 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, SyncControl
+from catalog.models import (
+    PendingProduct,
+    Product,
+    ProductHistory,
+    Reservation,
+    SyncAudit,
+    SyncControl,
+)
 from catalog.sync.pause import sync_pause_set
 from tests.factories import PendingProductFactory, ProductFactory
 from tests.orders.factories import OrderFactory
@@ -632,3 +639,193 @@ class TestDocumentTimes:
         audit = SyncAudit.objects.get(request_id="DOC-REAL")
         page = boss_client.get(reverse("admin:catalog_syncaudit_change", args=(audit.pk,)))
         assert "Stale products" in page.content.decode()
+
+
+class TestShopStock:
+    """On hand, reserved, salable and buffer; the open reservations behind `reserved`."""
+
+    @pytest.fixture
+    def placed(self, shop_client, api_client):
+        """Two shop orders on one product (3 and 2 units), the first acknowledged."""
+        from tests.shop.helpers import ack_url, line, order_body, place
+
+        product = ProductFactory(stock_code="RES-1", shop_quantity=10, safety_buffer=1)
+        other = ProductFactory(stock_code="FREE-1", shop_quantity=4)
+        first = place(shop_client, order_body(line(product, 3), number="W-501"))
+        second = place(shop_client, order_body(line(product, 2), number="W-502"))
+        assert (first.status_code, second.status_code) == (201, 201)
+        booked = api_client.post(
+            ack_url(first.json()["order_id"]),
+            {"partner_reference": "FA-501", "stock_booked_at": "2026-01-05T10:00:00+00:00"},
+            format="json",
+        )
+        assert booked.status_code == 200
+        return product, other
+
+    def test_the_list_shows_on_hand_reserved_salable_and_buffer(self, boss_client, placed):
+        response = boss_client.get(reverse("admin:catalog_product_changelist"))
+
+        assert response.status_code == 200
+        html = response.content.decode()
+        for header in ("Shop quantity", "Reserved", "Salable", "Buffer"):
+            assert header in html
+        rows = {
+            p.stock_code: (p.shop_quantity, p.reserved, p.salable)
+            for p in response.context["cl"].result_list
+        }
+        assert rows == {"RES-1": (10, 5, 4), "FREE-1": (4, 0, 4)}
+        assert re.search(r'<td class="field-buffer_display">1</td>', html)
+        # No buffer of its own: the default, marked as such.
+        assert re.search(r'<td class="field-buffer_display"><span title="[^"]*">0\*</span>', html)
+
+    @pytest.mark.parametrize(("value", "expected"), [("yes", {"RES-1"}), ("no", {"FREE-1"})])
+    def test_filter_products_with_open_reservations(self, boss_client, placed, value, expected):
+        response = boss_client.get(
+            reverse("admin:catalog_product_changelist"), {"open_reservations": value}
+        )
+
+        assert response.status_code == 200
+        assert {p.stock_code for p in response.context["cl"].result_list} == expected
+
+    def test_the_page_shows_the_figures_and_each_open_reservation(self, boss_client, placed):
+        product, _ = placed
+        response = boss_client.get(reverse("admin:catalog_product_change", args=(product.pk,)))
+
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert re.search(r"Reserved:</label>\s*<div class=\"readonly\">5</div>", html)
+        assert re.search(r"Salable:</label>\s*<div class=\"readonly\">4</div>", html)
+        assert "STOCK_SAFETY_BUFFER = 0" in html
+        for number in ("W-501", "W-502"):
+            order = product.reservations.get(order__order_number=number).order
+            link = reverse("admin:orders_order_change", args=(order.pk,))
+            assert f'<a href="{link}">{number}</a>' in html
+        # The booked one with its time, the other not booked yet.
+        assert "Jan. 5, 2026" in html or "2026-01-05" in html
+
+    def test_released_reservations_are_not_shown_as_open(self, boss_client, shop_client, placed):
+        from tests.shop.helpers import cancel_url
+
+        product, _ = placed
+        second = product.reservations.get(order__order_number="W-502").order
+        assert shop_client.post(cancel_url(second.pk), {}, format="json").status_code == 200
+
+        response = boss_client.get(reverse("admin:catalog_product_change", args=(product.pk,)))
+
+        html = response.content.decode()
+        assert "W-501" in html
+        assert "W-502" not in html
+        assert re.search(r"Reserved:</label>\s*<div class=\"readonly\">3</div>", html)
+
+    def test_staff_set_the_buffer_and_empty_means_the_default(self, boss_client, placed, settings):
+        product, _ = placed
+        settings.STOCK_SAFETY_BUFFER = 2
+        url = reverse("admin:catalog_product_change", args=(product.pk,))
+        form = _product_form(boss_client, url)
+
+        form["safety_buffer"] = "4"
+        assert boss_client.post(url, form).status_code == 302
+        product.refresh_from_db()
+        assert (product.safety_buffer, product.salable) == (4, 1)
+
+        form["safety_buffer"] = ""
+        assert boss_client.post(url, form).status_code == 302
+        product.refresh_from_db()
+        assert (product.safety_buffer, product.salable) == (None, 3)
+
+    def test_a_negative_buffer_is_refused(self, boss_client, placed):
+        product, _ = placed
+        url = reverse("admin:catalog_product_change", args=(product.pk,))
+        form = _product_form(boss_client, url)
+        form["safety_buffer"] = "-1"
+
+        response = boss_client.post(url, form)
+
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors["safety_buffer"]
+        product.refresh_from_db()
+        assert product.safety_buffer == 1
+
+    def test_the_reservations_list_filters_and_searches(self, boss_client, placed):
+        url = reverse("admin:catalog_reservation_changelist")
+
+        def listed(query):
+            response = boss_client.get(url, query)
+            assert response.status_code == 200
+            return sorted(r.order.order_number for r in response.context["cl"].result_list)
+
+        assert listed({}) == ["W-501", "W-502"]
+        assert listed({"state__exact": "open"}) == ["W-501", "W-502"]
+        assert listed({"state__exact": "consumed"}) == []
+        assert listed({"q": "W-502"}) == ["W-502"]
+        assert listed({"q": "RES-1"}) == ["W-501", "W-502"]
+        assert listed({"q": "FREE-1"}) == []
+
+    def test_a_consumed_reservation_names_its_sync(self, boss_client, api_client, placed):
+        product, _ = placed
+        synced = _sync(
+            api_client,
+            {**_item("RES-1", shop_quantity=7), "ean": product.ean},
+        )
+        assert synced.status_code == 200
+        reservation = Reservation.objects.get(order__order_number="W-501")
+        assert reservation.state == Reservation.State.CONSUMED
+
+        page = boss_client.get(reverse("admin:catalog_reservation_change", args=(reservation.pk,)))
+
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert "Consumed" in html
+        audit_url = reverse("admin:catalog_syncaudit_change", args=(reservation.sync_audit_id,))
+        assert audit_url in html
+
+    def test_nobody_adds_changes_or_deletes_a_reservation(
+        self, boss_client, operator_client, placed
+    ):
+        reservation = Reservation.objects.get(order__order_number="W-502")
+        change_url = reverse("admin:catalog_reservation_change", args=(reservation.pk,))
+        for client in (boss_client, operator_client):
+            page = client.get(change_url)
+            assert page.status_code == 200
+            assert 'name="_save"' not in page.content.decode()
+            assert (
+                client.post(change_url, {"quantity": "99", "state": "released"}).status_code == 403
+            )
+            assert client.get(reverse("admin:catalog_reservation_add")).status_code == 403
+            delete_url = reverse("admin:catalog_reservation_delete", args=(reservation.pk,))
+            assert client.post(delete_url, {"post": "yes"}).status_code == 403
+        reservation.refresh_from_db()
+        assert (reservation.quantity, reservation.state) == (2, Reservation.State.OPEN)
+
+    def test_an_operator_sees_the_stock_but_changes_neither_buffer_nor_reservations(
+        self, operator_client, placed
+    ):
+        product, _ = placed
+        url = reverse("admin:catalog_product_change", args=(product.pk,))
+        page = operator_client.get(url)
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert "W-501" in html
+        assert 'name="safety_buffer"' not in html
+        assert operator_client.post(url, {"safety_buffer": "9"}).status_code == 403
+        assert operator_client.get(reverse("admin:catalog_product_changelist")).status_code == 200
+        product.refresh_from_db()
+        assert (product.safety_buffer, product.reserved) == (1, 5)
+
+
+def _product_form(client, url) -> dict:
+    """The product page's form as the browser would post it back (the inline's management form
+    included)."""
+    response = client.get(url)
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    data = {
+        name: ("" if value is None else value)
+        for name, value in form.initial.items()
+        if name in form.fields
+    }
+    for formset in response.context["inline_admin_formsets"]:
+        management = formset.formset.management_form
+        for name, field in management.fields.items():
+            data[f"{management.prefix}-{name}"] = management.initial.get(name, field.initial)
+    return {key: value for key, value in data.items() if value is not None}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from monitoring.metrics import PLACEMENT_RESULTS
 from tests.monitoring.helpers import TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,14 +41,51 @@ def test_rules_pass_their_unit_tests():
 
 
 @needs_promtool
-def test_the_unit_tests_catch_a_renamed_metric(tmp_path):
+@pytest.mark.parametrize(
+    ("metric", "alert"),
+    [
+        ("stock_sync_orders_oldest_waiting_age_seconds", "StockSyncOrderWaitingTooLong"),
+        (
+            "stock_sync_reservations_oldest_unconsumed_age_seconds",
+            "StockSyncReservationNotConsumed",
+        ),
+        ("stock_sync_orders_placed_total", "StockSyncPlacementsShort"),
+    ],
+)
+def test_the_unit_tests_catch_a_renamed_metric(tmp_path, metric, alert):
     rules = (RULES_DIR / "alerts.yml").read_text()
-    renamed = rules.replace("stock_sync_orders_oldest_waiting_age_seconds", "stock_sync_age")
+    renamed = rules.replace(metric, "stock_sync_renamed")
     (tmp_path / "alerts.yml").write_text(renamed)
     shutil.copy(RULES_DIR / "alerts_test.yml", tmp_path)
     done = promtool("test", "rules", "alerts_test.yml", cwd=tmp_path)
     assert done.returncode != 0
-    assert "StockSyncOrderWaitingTooLong" in done.stdout + done.stderr
+    assert alert in done.stdout + done.stderr
+
+
+@needs_promtool
+@pytest.mark.parametrize(
+    ("original", "loosened", "alert"),
+    [
+        # A day, not an hour: the test that expects silence at 24 hours catches it.
+        ("> 24 * 3600", "> 3600", "StockSyncReservationNotConsumed"),
+        # A share, not any short placement: the busy shop's 5 % must stay quiet.
+        (
+            ") > 0.2\n        for: 5m\n        labels:\n          severity: warning\n        "
+            'annotations:\n          summary: "Many shop orders',
+            ") > 0.01\n        for: 5m\n        labels:\n          severity: warning\n        "
+            'annotations:\n          summary: "Many shop orders',
+            "StockSyncPlacementsShort",
+        ),
+    ],
+)
+def test_the_unit_tests_pin_the_shop_thresholds(tmp_path, original, loosened, alert):
+    rules = (RULES_DIR / "alerts.yml").read_text()
+    assert original in rules
+    (tmp_path / "alerts.yml").write_text(rules.replace(original, loosened))
+    shutil.copy(RULES_DIR / "alerts_test.yml", tmp_path)
+    done = promtool("test", "rules", "alerts_test.yml", cwd=tmp_path)
+    assert done.returncode != 0
+    assert alert in done.stdout + done.stderr
 
 
 @needs_promtool
@@ -78,3 +116,6 @@ def test_every_label_value_the_rules_use_is_a_real_one():
     rules = (RULES_DIR / "alerts.yml").read_text()
     outcomes = set(re.findall(r'outcome="(\w+)"', rules))
     assert outcomes <= {"applied", "replayed", "paused", "refused", "dry_run"}
+    results = set(re.findall(r'orders_placed_total\{result="(\w+)"', rules))
+    assert results == {"short"}
+    assert results <= set(PLACEMENT_RESULTS)

@@ -107,9 +107,10 @@ def test_every_shell_example_runs_after_make_run(tmp_path):
         timeout=300,
     )
     assert demo.returncode == 0, demo.stderr[-3000:]
-    exported = re.search(r"^\s*export API_KEY=(\S+)$", demo.stdout, flags=re.MULTILINE)
-    assert exported, demo.stdout
-    env["API_KEY"] = exported[1]
+    for name in ("API_KEY", "SHOP_KEY"):
+        exported = re.search(rf"^\s*export {name}=(\S+)$", demo.stdout, flags=re.MULTILINE)
+        assert exported, demo.stdout
+        env[name] = exported[1]
 
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(

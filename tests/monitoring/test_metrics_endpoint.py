@@ -136,6 +136,8 @@ class TestGaugesFromTheDatabase:
         OrderFactory.create_batch(5)
         PendingProductFactory.create_batch(5)
         SyncAuditFactory.create_batch(5)
+        # One each: the last accepted sync, pending keys, waiting orders, the pause switch,
+        # the open reservations.
         with django_assert_max_num_queries(5):
             scrape(Client())
 

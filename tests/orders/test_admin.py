@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.models import CHANGE, LogEntry
@@ -150,3 +152,45 @@ class TestClearAcknowledgement:
         assert response.status_code == 403
         order.refresh_from_db()
         assert order.partner_sync_status == Order.PartnerStatus.ACKNOWLEDGED
+
+
+def _states(html: str) -> list[str]:
+    return re.findall(r'<td class="field-state">\s*<p>(\w+)</p>', html)
+
+
+class TestReservationsOfAnOrder:
+    """The order's page lists its reservations and what became of each, read-only."""
+
+    @pytest.fixture
+    def order(self, shop_client):
+        from tests.factories import ProductFactory
+        from tests.shop.helpers import line, order_body, place
+
+        first = ProductFactory(stock_code="RES-A", shop_quantity=5)
+        second = ProductFactory(stock_code="RES-B", shop_quantity=5)
+        placed = place(shop_client, order_body(line(first, 2), line(second, 1), number="W-9"))
+        assert placed.status_code == 201
+        return Order.objects.get(pk=placed.json()["order_id"])
+
+    def test_the_page_shows_each_reservation_and_its_state(self, admin_client, order):
+        response = admin_client.get(reverse("admin:orders_order_change", args=[order.pk]))
+
+        assert response.status_code == 200
+        html = response.content.decode()
+        for reservation in order.reservations.select_related("product"):
+            link = reverse("admin:catalog_product_change", args=(reservation.product_id,))
+            assert f'<a href="{link}">{reservation.product}</a>' in html
+        assert _states(html) == ["Open", "Open"]
+
+    def test_a_cancelled_order_shows_its_reservations_released(
+        self, admin_client, shop_client, order
+    ):
+        from tests.shop.helpers import cancel_url
+
+        assert shop_client.post(cancel_url(order.pk), {}, format="json").status_code == 200
+
+        response = admin_client.get(reverse("admin:orders_order_change", args=[order.pk]))
+
+        html = response.content.decode()
+        assert _states(html) == ["Released", "Released"]
+        assert "cancelled by the shop" in html

@@ -58,9 +58,48 @@ def test_second_demo_run_keeps_the_data_and_the_admin():
     assert get_user_model().objects.filter(is_superuser=True).count() == 1
 
 
-def test_each_demo_run_replaces_the_demo_key():
-    first = re.search(r"export API_KEY=(\S+)", _demo()).group(1)
-    second = re.search(r"export API_KEY=(\S+)", _demo()).group(1)
-    assert first != second
-    assert list(APIKey.objects.values_list("name", flat=True)) == ["demo"]
-    assert APIKey.objects.is_valid(second) and not APIKey.objects.is_valid(first)
+def test_each_demo_run_replaces_the_demo_keys():
+    first = _demo()
+    second = _demo()
+    for name in ("API_KEY", "SHOP_KEY"):
+        before = re.search(rf"export {name}=(\S+)", first).group(1)
+        after = re.search(rf"export {name}=(\S+)", second).group(1)
+        assert before != after
+        assert APIKey.objects.is_valid(after) and not APIKey.objects.is_valid(before)
+    assert sorted(APIKey.objects.values_list("name", flat=True)) == ["demo", "demo-shop"]
+
+
+def test_demo_prints_a_shop_key_beside_the_partner_key():
+    output = _demo()
+    partner_key = re.search(r"^\s*export API_KEY=(\S+)$", output, flags=re.MULTILINE).group(1)
+    shop_key = re.search(r"^\s*export SHOP_KEY=(\S+)$", output, flags=re.MULTILINE).group(1)
+    query = {"keys": [{"stock_code": "PT-205-55-16-W", "ean": "8591234567001"}]}
+
+    def call(key, method, path, body=None):
+        api = APIClient()
+        api.credentials(HTTP_X_API_KEY=key)
+        return getattr(api, method)(path, body, format="json")
+
+    shop = call(shop_key, "post", "/api/v1/shop/stock/query", query)
+    assert shop.status_code == 200
+    # The demo's shop orders hold 3 of the 12 on hand.
+    [entry] = shop.json()["items"]
+    assert (entry["shop_quantity"], entry["reserved"], entry["salable"]) == (12, 3, 9)
+    assert call(partner_key, "post", "/api/v1/shop/stock/query", query).status_code == 403
+    assert call(shop_key, "get", "/api/v1/partner/orders").status_code == 403
+    assert call(partner_key, "get", "/api/v1/partner/orders").status_code == 200
+
+
+def test_the_admin_shows_the_demo_s_reserved_and_salable_stock_at_once(client):
+    output = _demo()
+    password = re.search(r"user admin, password (\S+)", output).group(1)
+    assert client.login(username="admin", password=password)
+
+    response = client.get("/admin/catalog/product/", {"open_reservations": "yes"})
+
+    assert response.status_code == 200
+    listed = {p.stock_code: (p.reserved, p.salable) for p in response.context["cl"].result_list}
+    assert listed == {"PT-205-55-16-W": (3, 9), "PT-225-45-17-S": (1, 2)}
+    reservations = client.get("/admin/catalog/reservation/")
+    assert reservations.status_code == 200
+    assert len(reservations.context["cl"].result_list) == 4

@@ -38,11 +38,9 @@ def test_both_operations_are_documented(schema, path, method):
 
 @pytest.mark.django_db
 def test_api_key_security_scheme(schema):
-    assert schema["components"]["securitySchemes"]["ApiKeyAuth"] == {
-        "type": "apiKey",
-        "in": "header",
-        "name": "X-API-Key",
-    }
+    scheme = dict(schema["components"]["securitySchemes"]["ApiKeyAuth"])
+    scheme.pop("description")
+    assert scheme == {"type": "apiKey", "in": "header", "name": "X-API-Key"}
 
 
 @pytest.mark.django_db
@@ -113,3 +111,84 @@ def test_new_sync_fields_are_documented_with_examples(schema):
     posted_at = components["SyncContext"]["properties"]["posted_at"]
     assert posted_at["format"] == "date-time"
     assert posted_at["examples"] and posted_at["description"]
+
+
+SHOP_OPERATIONS = {
+    ("/api/v1/shop/stock/query", "post"): {"200"},
+    ("/api/v1/shop/orders", "post"): {"201", "200", "409"},
+    ("/api/v1/shop/orders/{order_id}", "get"): {"200", "404"},
+    ("/api/v1/shop/orders/{order_id}/cancel", "post"): {"200", "404", "409"},
+}
+PARTNER_OPERATIONS = (
+    (SYNC, "post"),
+    (ITEM, "put"),
+    ("/api/v1/partner/orders", "get"),
+    ("/api/v1/partner/orders/{order_id}/acknowledge", "post"),
+    ("/api/v3/plant", "put"),
+)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("path", "method"), list(SHOP_OPERATIONS))
+def test_the_shop_operations_are_documented_under_their_tag_with_the_shop_key(schema, path, method):
+    operation = schema["paths"][path][method]
+
+    assert operation["tags"] == ["shop"]
+    assert operation["security"] == [{"ApiKeyAuth": []}]
+    assert "shop key" in operation["description"]
+    responses = operation["responses"]
+    assert set(responses) >= SHOP_OPERATIONS[(path, method)] | {"401", "403", "422"}
+    assert "partner key" in responses["403"]["description"]
+    for status in ("401", "403"):
+        body = responses[status]["content"]["application/json"]["schema"]
+        assert body["$ref"].endswith("/ErrorBody")
+    body = responses["422"]["content"]["application/json"]["schema"]
+    assert body["$ref"].endswith("/ValidationErrorBody")
+
+
+@pytest.mark.django_db
+def test_the_shop_answers_are_described(schema):
+    components = schema["components"]["schemas"]
+    placement = schema["paths"]["/api/v1/shop/orders"]["post"]
+    for status in ("200", "201"):
+        body = placement["responses"][status]["content"]["application/json"]["schema"]
+        assert body["$ref"].endswith("/Order")
+    assert "Idempotent-Replayed" in placement["responses"]["200"]["headers"]
+    conflict = placement["responses"]["409"]["content"]["application/json"]
+    assert conflict["schema"]["$ref"].endswith("/PlacementConflict")
+    assert {"detail", "short", "order_id"} <= set(components["PlacementConflict"]["properties"])
+    assert set(conflict["examples"]) == {"Short", "OrderNumberTaken"}
+    short_line = components["ShortLine"]["properties"]
+    assert set(short_line) == {"index", "stock_code", "ean", "requested", "salable"}
+    assert placement["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    query = schema["paths"]["/api/v1/shop/stock/query"]["post"]
+    answer = query["responses"]["200"]["content"]["application/json"]["schema"]
+    assert answer["$ref"].endswith("/StockAnswer")
+    entry = components["StockEntry"]["properties"]
+    assert {"found", "reason", "shop_quantity", "reserved", "safety_buffer", "salable"} <= set(
+        entry
+    )
+    cancel = schema["paths"]["/api/v1/shop/orders/{order_id}/cancel"]["post"]
+    body = cancel["responses"]["409"]["content"]["application/json"]["schema"]
+    assert body["$ref"].endswith("/CancelConflict")
+    tags = {tag["name"]: tag["description"] for tag in schema["tags"]}
+    assert "shop key" in tags["shop"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("path", "method"), PARTNER_OPERATIONS)
+def test_the_partner_operations_document_the_403_of_a_shop_key(schema, path, method):
+    operation = schema["paths"][path][method]
+
+    assert "shop" not in operation["tags"]
+    assert operation["security"] == [{"ApiKeyAuth": []}]
+    response = operation["responses"]["403"]
+    assert "shop key" in response["description"]
+    assert response["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+
+
+@pytest.mark.django_db
+def test_the_key_scheme_names_both_scopes(schema):
+    description = schema["components"]["securitySchemes"]["ApiKeyAuth"]["description"]
+    assert "partner key" in description
+    assert "shop key" in description

@@ -9,8 +9,10 @@ from django.core.management.base import BaseCommand
 from rest_framework_api_key.models import APIKey
 
 from partner_api.keys import api_key_replace
+from partner_api.models import KeyScope
 
 DEMO_KEY_NAME = "demo"
+DEMO_SHOP_KEY_NAME = "demo-shop"
 
 
 def demo_seeds():
@@ -27,7 +29,8 @@ def demo_seeds():
 class Command(BaseCommand):
     help = (
         "Prepare a local demo: migrate the database, load demo data once and print a new "
-        "API key (replacing the previous demo key) with a ready curl line. Creates an admin user with a random password when "
+        "partner key and a new shop key (replacing the previous demo keys) with a ready curl "
+        "line. Creates an admin user with a random password when "
         "there is no superuser yet."
     )
 
@@ -43,11 +46,16 @@ class Command(BaseCommand):
         # old value cannot be shown again). Earlier versions named theirs "demo <time>".
         APIKey.objects.filter(name__startswith="demo ").delete()
         _, key = api_key_replace(name=DEMO_KEY_NAME)
+        _, shop_key = api_key_replace(name=DEMO_SHOP_KEY_NAME, scope=KeyScope.SHOP)
         base = f"http://127.0.0.1:{port}"
         self.stdout.write("")
         self.stdout.write(f"Service: {base}   API docs: {base}/api/docs/   Admin: {base}/admin/")
-        self.stdout.write("API key (shown once; paste this line, the README's examples use it):")
+        self.stdout.write(
+            "API keys, shown once: the partner key (the partner system's calls) and the shop "
+            "key (/api/v1/shop/...). Paste these lines; the README's examples use them:"
+        )
         self.stdout.write(f"  export API_KEY={key}")
+        self.stdout.write(f"  export SHOP_KEY={shop_key}")
         self.stdout.write("Try it:")
         self.stdout.write(
             f"  curl -s -w '\\nHTTP %{{http_code}}\\n' -X PUT {base}/api/v1/partner/products/item "
