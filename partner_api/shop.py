@@ -37,8 +37,7 @@ from partner_api.order_schemas import ORDER_ID_MAX, Order, OrderPath
 from partner_api.schemas import ErrorBody
 from partner_api.shop_schemas import (
     CancelConflict,
-    OrderNumberConflict,
-    PlacementShort,
+    PlacementConflict,
     StockAnswer,
     StockQuery,
 )
@@ -143,7 +142,7 @@ class ShopOrderListView(ShopAPIView):
             200: OpenApiResponse(Order, description="The same placement again: the order now."),
             **KEY_RESPONSES,
             409: OpenApiResponse(
-                PlacementShort | OrderNumberConflict,
+                PlacementConflict,
                 description=(
                     "Lines short of stock (`short` lists each), or the order_number is taken "
                     "by another body (`order_id` names the stored order)."
