@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -439,3 +439,99 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                 assert call.body["partner_reference"] == order.partner_reference
             else:
                 assert order.status == "cancelled"
+
+
+class RowLockHolder(threading.Thread):
+    """Holds a row lock on a product, in its own connection, until released."""
+
+    def __init__(self, product: Product):
+        super().__init__(daemon=True)
+        self.pk = product.pk
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def run(self):
+        try:
+            with transaction.atomic():
+                Product.objects.select_for_update().get(pk=self.pk)
+                self.held.set()
+                self.release.wait(WAIT)
+        finally:
+            connection.close()
+
+    def __enter__(self):
+        self.start()
+        assert self.held.wait(WAIT)
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.join(WAIT)
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def _wait_for_lock_waiters(count: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while _lock_waiters() < count:
+        assert time.monotonic() < deadline, "the placement never queued behind the lock"
+        time.sleep(0.02)
+
+
+class TestTheSameOrderNumberAtOnce:
+    """A storefront that timed out sends its placement again while the first one still waits
+    for the product's lock: whichever runs second sees the first one's order, as it would if
+    they had run one after the other, even when the first one took the last units."""
+
+    def _race(self, shop_key, product, first, second):
+        results: dict = {}
+        threads = []
+        with RowLockHolder(product):
+            for name, body in (("first", first), ("second", second)):
+
+                def run(body=body, name=name):
+                    response = place(_client(shop_key), body)
+                    results[name] = (response.status_code, response.json(), response)
+
+                thread = threading.Thread(target=_own_connection(run), daemon=True)
+                thread.start()
+                threads.append(thread)
+                _wait_for_lock_waiters(len(threads))
+        for thread in threads:
+            thread.join(WAIT)
+        return sorted(results.values(), key=lambda result: result[0])
+
+    def test_the_same_body_is_placed_once_and_replayed(self, shop_key):
+        product = ProductFactory(shop_quantity=2)
+        body = order_body(line(product, 2), number="TWICE")
+
+        (replayed, replay_body, response), (created, record, _) = self._race(
+            shop_key, product, body, body
+        )
+
+        assert (replayed, created) == (200, 201), (replay_body, record)
+        assert response["Idempotent-Replayed"] == "true"
+        assert replay_body["order_id"] == record["order_id"]
+        product.refresh_from_db()
+        assert (product.reserved, product.salable) == (2, 0)
+        assert Reservation.objects.filter(product=product).count() == 1
+
+    def test_another_body_is_told_the_number_is_taken(self, shop_key):
+        product = ProductFactory(shop_quantity=2)
+        first = order_body(line(product, 2), number="TAKEN")
+        second = order_body(line(product, 1), number="TAKEN")
+
+        (created, record, _), (taken, conflict, _) = self._race(shop_key, product, first, second)
+
+        assert (created, taken) == (201, 409), (record, conflict)
+        assert conflict["order_id"] == record["order_id"]
+        assert "short" not in conflict
+        product.refresh_from_db()
+        assert product.reserved == 2
