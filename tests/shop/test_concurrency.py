@@ -25,6 +25,7 @@ from rest_framework.test import APIClient
 import orders.placement
 from catalog.models import Product, Reservation, SyncAudit
 from orders.models import Order
+from orders.services import orders_clear_acknowledgement
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place
@@ -265,6 +266,29 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                     "sync_context": context,
                 }
                 journal.record("sync", lambda b=body: post_sync(client, b), body=body)
+                # Between the documents: a dry run of figures from now, and a document from an
+                # hour ago (stale wherever a timed document was applied); neither consumes.
+                dry = dict(body, request_id=f"RACE-{round_}-{n}-dry")
+                dry["sync_context"] = {
+                    "source_type": "stock_issue",
+                    "posted_at": timezone.now().isoformat(),
+                }
+                journal.record(
+                    "dry run",
+                    lambda b=dry: post_sync(client, b, QUERY_STRING="dry_run=true"),
+                    body=dry,
+                )
+                if n % 2 == 0:
+                    old = dict(
+                        body,
+                        request_id=f"RACE-{round_}-{n}-old",
+                        products=[dict(row, shop_quantity=0) for row in body["products"]],
+                    )
+                    old["sync_context"] = {
+                        "source_type": "stock_issue",
+                        "posted_at": (timezone.now() - timedelta(hours=1)).isoformat(),
+                    }
+                    journal.record("stale", lambda b=old: post_sync(client, b), body=old)
 
         def acknowledger():
             client = _client(api_key)
@@ -294,7 +318,7 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                 finished = placing_done.is_set()
                 with placed_lock:
                     todo = [pk for pk in placed_ids if pk not in done]
-                for pk in todo[1::3]:
+                for pk in todo[1::2]:
                     journal.record(
                         "cancel",
                         lambda pk=pk: client.post(
@@ -332,10 +356,20 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
         return seen
 
     def _check(self, journal: Journal, products, stock_checks) -> None:
-        allowed = {"place": {201, 409}, "sync": {200}, "ack": {200, 409}, "cancel": {200, 409}}
+        allowed = {
+            "place": {201, 409},
+            "sync": {200},
+            "dry run": {200},
+            "stale": {200},
+            "ack": {200, 409},
+            "cancel": {200, 409},
+        }
         for call in journal.calls:
             assert call.status in allowed[call.kind], (call.kind, call.status, call.body)
         assert all(call.body["success"] for call in journal.of("sync"))
+        assert all(call.body["dry_run"] for call in journal.of("dry run"))
+        for call in journal.of("stale"):
+            assert call.body["stale_products"] == len(products), call.body
         placements = journal.of("place")
         assert Counter(call.status for call in placements)[201] >= 1
         ids = {product.pk for product in products}
@@ -403,6 +437,7 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
             if reservation.state == Reservation.State.CONSUMED:
                 audit = reservation.sync_audit
                 assert audit is not None and audit.outcome == "applied"
+                assert audit.products_updated > 0 and audit.request_id in audits
                 document_time = audit.posted_at or audit.created_at
                 assert reservation.booked_at is not None
                 assert reservation.booked_at <= document_time + timedelta(seconds=1)
@@ -535,3 +570,54 @@ class TestTheSameOrderNumberAtOnce:
         assert "short" not in conflict
         product.refresh_from_db()
         assert product.reserved == 2
+
+
+def test_an_acknowledgement_taken_back_while_a_sync_consumes_leaves_the_reservation_open(
+    shop_key, api_key
+):
+    """Staff take an acknowledgement back after a sync has read the order's reservation as
+    booked, before it marks it consumed: the sync sees the reservation as it is then (no longer
+    booked) and leaves it open, as if the staff action had come first."""
+    product = ProductFactory(shop_quantity=5)
+    order_id = place(_client(shop_key), order_body(line(product, 2), number="BACK")).json()[
+        "order_id"
+    ]
+    acknowledged = _client(api_key).post(
+        ack_url(order_id), {"partner_reference": "P-BACK"}, format="json"
+    )
+    assert acknowledged.status_code == 200
+    reservation = Reservation.objects.get(order_id=order_id)
+    results: dict = {}
+    holding = threading.Event()
+    release = threading.Event()
+
+    def staff():
+        # Holds the reservation's row, so the sync's write of it waits; takes the
+        # acknowledgement back while the sync waits, and commits.
+        with transaction.atomic():
+            Reservation.objects.select_for_update().get(pk=reservation.pk)
+            holding.set()
+            assert release.wait(WAIT)
+            orders_clear_acknowledgement(order_ids=[order_id], by="staff")
+
+    def sync():
+        body = {"products": [item(product.stock_code, ean=product.ean, shop_quantity=5)]}
+        response = post_sync(_client(api_key), body)
+        results["sync"] = (response.status_code, response.json())
+
+    staff_thread = threading.Thread(target=_own_connection(staff), daemon=True)
+    staff_thread.start()
+    assert holding.wait(WAIT)
+    sync_thread = threading.Thread(target=_own_connection(sync), daemon=True)
+    sync_thread.start()
+    _wait_for_lock_waiters(1)
+    release.set()
+    staff_thread.join(WAIT)
+    sync_thread.join(WAIT)
+
+    assert results["sync"][0] == 200, results
+    reservation.refresh_from_db()
+    assert (reservation.state, reservation.booked_at) == ("open", None)
+    product.refresh_from_db()
+    assert product.reserved == 2
+    assert Order.objects.get(pk=order_id).partner_sync_status == "pending_partner"
