@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from catalog.reservations import reservations_book, reservations_unbook
 from core.problems import Problem, Refused
-from monitoring.metrics import record_acknowledgement
+from core.signals import acknowledgement_recorded
 from orders.models import (
     CUSTOMER_FIELDS,
     DEFAULT_CURRENCY,
@@ -125,14 +125,14 @@ def order_acknowledge(
         )
         if order is None:
             if _cancelled_by_shop(order_id):
-                record_acknowledgement("conflict")
+                acknowledgement_recorded.send(sender=None, result="conflict")
                 raise OrderCancelledByShop(order_id)
-            record_acknowledgement("not_found")
+            acknowledgement_recorded.send(sender=None, result="not_found")
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
-                record_acknowledgement("repeated")
+                acknowledgement_recorded.send(sender=None, result="repeated")
                 return Acknowledged(order, repeated=True)
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
@@ -140,7 +140,7 @@ def order_acknowledge(
                 client_name,
                 note,
             )
-            record_acknowledgement("conflict")
+            acknowledgement_recorded.send(sender=None, result="conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
         now = timezone.now()
         order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
@@ -167,7 +167,7 @@ def order_acknowledge(
             detail=f"partner_reference {partner_reference}"[:255],
         )
     _log_acknowledgement("acknowledged", order, client_name, note)
-    record_acknowledgement("acknowledged")
+    acknowledgement_recorded.send(sender=None, result="acknowledged")
     return Acknowledged(order, repeated=False)
 
 

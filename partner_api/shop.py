@@ -32,9 +32,9 @@ from partner_api.base import (
     validate,
     validation_responses,
 )
+from partner_api.error_schemas import ErrorBody
 from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
 from partner_api.order_schemas import ORDER_ID_MAX, Order, OrderPath
-from partner_api.schemas import ErrorBody
 from partner_api.shop_schemas import (
     CancelConflict,
     PlacementConflict,
