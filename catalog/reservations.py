@@ -91,14 +91,21 @@ def reservations_consume(
     consumed = [(pk, product_id) for pk, product_id in booked if product_id in applied]
     if not consumed:
         return 0
-    Reservation.objects.filter(pk__in=[pk for pk, _ in consumed]).update(
+    # The conditions again: an acknowledgement taken back (unbooked) after the read above
+    # committed while this statement waited for the row; the row as it is now decides.
+    count = Reservation.objects.filter(
+        pk__in=[pk for pk, _ in consumed],
+        state=State.OPEN,
+        booked_at__isnull=False,
+        booked_at__lte=document_time,
+    ).update(
         state=State.CONSUMED,
         changed_at=now,
         sync_audit_id=audit_id,
         cause=f"in the partner system's figures of {document_time.isoformat()}",
     )
     _recount({product_id for _, product_id in consumed})
-    return len(consumed)
+    return count
 
 
 def reservations_recount(*, product_ids: Iterable[int] | None = None) -> None:

@@ -107,6 +107,12 @@ def _place(order: ShopOrder, *, body_hash: str, by_name: str) -> Placed:
             return _replay_or_conflict(existing, body_hash)
         problems = totals_problems(order)
         products = _locked_products({line.stock_code for line in order.items})
+        # The same placement sent again while this one waited for the locks has committed by
+        # now: answer as if they had come one after the other (a replay, or the number taken),
+        # never "short" because the first one took the last units.
+        existing = Order.objects.filter(order_number=order.order_number).first()
+        if existing is not None:
+            return _replay_or_conflict(existing, body_hash)
         matched, key_problems = _match_lines(order, products)
         problems.extend(key_problems)
         if problems:
