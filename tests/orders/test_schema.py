@@ -65,6 +65,11 @@ def test_order_shape_matches_the_interface(schema):
         "currency",
         "partner_sync_status",
         "partner_reference",
+        # What became of the order (decisions.md, "What became of an order (partner)").
+        "status_changed_at",
+        "carrier",
+        "tracking_number",
+        "tracking_url",
     }
     assert order["total"]["type"] == "number"
     assert set(components["OrderItem"]["properties"]) == {
