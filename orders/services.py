@@ -82,6 +82,26 @@ def record_status_change(
     )
 
 
+def order_status_set_by_staff(*, order: Order, status: str, by: str) -> Order:
+    """Staff set what became of the order by hand (admin): stored and kept in its history.
+
+    No rule of the transition table binds staff: they correct what went wrong elsewhere.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Order.objects.select_for_update().get(pk=order.pk)
+        old = locked.status
+        if old == status:
+            return locked
+        locked.status = status
+        locked.status_changed_at = now
+        locked.save(update_fields=["status", "status_changed_at"])
+        record_status_change(locked, old=old, new=status, by=Actor.STAFF, by_name=by, at=now)
+    order.status, order.status_changed_at = locked.status, locked.status_changed_at
+    logger.info("order %s (%s) set to %s by %s", order.pk, order.order_number, status, by)
+    return locked
+
+
 def _cancelled_by_shop(order_id: int) -> bool:
     return Order.objects.filter(
         pk=order_id,
