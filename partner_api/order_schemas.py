@@ -302,14 +302,17 @@ class StatusRequest(TextFromNumbers):
         WithJsonSchema(
             {
                 "type": ["string", "null"],
-                "format": "uri",
                 "maxLength": m.TRACKING_URL_MAX_LENGTH,
-                "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+                # Blank is null; otherwise an absolute http or https URL with a host.
+                "pattern": r"^\s*([Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]|$)",
             }
         ),
     ] = Field(
         default=None,
-        description="Tracking page: an absolute http or https URL, at most 500 characters.",
+        description=(
+            "Tracking page: an absolute http or https URL with a host, at most 500 characters "
+            "(javascript:, ftp: or a relative URL is 422). Blank or null: none."
+        ),
     )
     note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
         default=None, description="Optional note, at most 1000 characters; logged, never stored."

@@ -286,15 +286,15 @@ class Site:
         """Products <prefix>-00000 … with the given quantity; their stock codes."""
         codes = [f"{prefix}-{index:05d}" for index in range(count)]
         copy_sql = (
-            "COPY catalog_product (stock_code, ean, status, shop_quantity, catalog_price,"
-            " eshop_price, created_at, updated_at) FROM STDIN"
+            "COPY catalog_product (stock_code, ean, status, shop_quantity, reserved,"
+            " catalog_price, eshop_price, created_at, updated_at) FROM STDIN"
         )
         with (
             psycopg.connect(self.direct_url, connect_timeout=10, autocommit=True) as conn,
             conn.cursor().copy(copy_sql) as copy,
         ):
             for code in codes:
-                copy.write_row((code, "", "active", quantity, 100, 90, "now", "now"))
+                copy.write_row((code, "", "active", quantity, 0, 100, 90, "now", "now"))
         return codes
 
     def quantities(self, codes: list[str]) -> dict[str, int]:
@@ -309,9 +309,10 @@ class Site:
         rows = self.query(
             "INSERT INTO orders_order (order_number, created_at, status, customer_name,"
             " customer_email, subtotal, vat_total, total, currency, partner_sync_status,"
-            " partner_status_changed_by)"
+            " partner_status_changed_by, source)"
             " SELECT %s || '-' || n, now(), 'new', 'Customer ' || n, 'c' || n || '@example.com',"
-            " 100, 21, 121, 'EUR', 'pending_partner', '' FROM generate_series(1, %s) AS n"
+            " 100, 21, 121, 'EUR', 'pending_partner', '', 'import'"
+            " FROM generate_series(1, %s) AS n"
             " RETURNING id",
             (prefix, count),
         )
