@@ -80,6 +80,14 @@ class Product(models.Model):
     def __str__(self) -> str:
         return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
 
+    def save(self, *args, **kwargs):
+        # `reserved` is written only by catalog.reservations, as one statement from the open
+        # reservations: saving a product read a moment ago (an admin edit) must not put back
+        # the figure it read while a placement changed it.
+        if not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = _SAVED_FIELDS
+        super().save(*args, **kwargs)
+
     @property
     def effective_safety_buffer(self) -> int:
         return effective_safety_buffer(self.safety_buffer)
@@ -87,6 +95,13 @@ class Product(models.Model):
     @property
     def salable(self) -> int:
         return salable(self.shop_quantity, self.reserved, self.safety_buffer)
+
+
+_SAVED_FIELDS = tuple(
+    field.name
+    for field in Product._meta.concrete_fields
+    if not field.primary_key and field.name != "reserved"
+)
 
 
 def effective_safety_buffer(safety_buffer: int | None) -> int:
@@ -296,7 +311,8 @@ class Reservation(models.Model):
         RELEASED = "released", "Released"
 
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
-    order = models.ForeignKey("orders.Order", on_delete=models.CASCADE, related_name="reservations")
+    # Protected: deleting an order must not silently change what the shop can sell.
+    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="reservations")
     quantity = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     # From when the partner system's figures count the order (its acknowledgement's

@@ -231,6 +231,21 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
                 order_number__in=[r.order_number for r in records]
             )
         }
+        # The shop's own orders hold reservations by their lines: an import never rewrites them.
+        placed = [
+            Problem(
+                loc=(index, "order_number"),
+                msg=f"order_number {record.order_number!r} is an order the shop placed through "
+                "the service; it cannot be imported over",
+                type="order_placed_by_shop",
+                input=record.order_number,
+            )
+            for index, record in enumerate(records)
+            if (order := existing.get(record.order_number)) is not None
+            and order.source == OrderSource.SHOP
+        ]
+        if placed:
+            raise OrdersRefused(placed)
         orders = []
         for record in records:
             order = existing.get(record.order_number) or Order(order_number=record.order_number)
@@ -318,6 +333,8 @@ def _orders_set_partner_status(
         orders = list(
             Order.objects.select_for_update()
             .filter(pk__in=list(order_ids), **condition)
+            # An order the shop cancelled before the partner system had it stays cancelled.
+            .exclude(source=OrderSource.SHOP, status=OrderStatus.CANCELLED)
             .order_by("pk")
         )
         for order in orders:

@@ -389,4 +389,13 @@ class OrderList(BaseModel):
 
 class AcknowledgeConflict(BaseModel):
     detail: str
-    partner_reference: str = Field(description="The partner reference the order already has.")
+    partner_reference: str | None = Field(
+        default=None,
+        description=(
+            "The partner reference the order already has (absent for an order the shop "
+            "cancelled before it was acknowledged)."
+        ),
+    )
+    status: Literal["cancelled"] | None = Field(
+        default=None, description='"cancelled" when the shop cancelled the order.'
+    )

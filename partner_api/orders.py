@@ -141,7 +141,9 @@ class OrderAcknowledgeView(PartnerAPIView):
                 AcknowledgeConflict,
                 description=(
                     "Already acknowledged with another partner_reference; the body names the "
-                    "stored one, in its message and as the field partner_reference."
+                    "stored one, in its message and as the field partner_reference. Or the "
+                    'shop cancelled the order before it was acknowledged: `"status": '
+                    '"cancelled"`.'
                 ),
                 examples=[
                     OpenApiExample(

@@ -5,13 +5,7 @@ Every one needs a shop key (a partner key gets 403); every validation failure is
 
 from typing import Any
 
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    OpenApiResponse,
-    PolymorphicProxySerializer,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -43,8 +37,7 @@ from partner_api.order_schemas import ORDER_ID_MAX, Order, OrderPath
 from partner_api.schemas import ErrorBody
 from partner_api.shop_schemas import (
     CancelConflict,
-    OrderNumberConflict,
-    PlacementShort,
+    PlacementConflict,
     StockAnswer,
     StockQuery,
 )
@@ -149,11 +142,7 @@ class ShopOrderListView(ShopAPIView):
             200: OpenApiResponse(Order, description="The same placement again: the order now."),
             **KEY_RESPONSES,
             409: OpenApiResponse(
-                PolymorphicProxySerializer(
-                    component_name="PlacementConflict",
-                    serializers=[PlacementShort, OrderNumberConflict],
-                    resource_type_field_name=None,
-                ),
+                PlacementConflict,
                 description=(
                     "Lines short of stock (`short` lists each), or the order_number is taken "
                     "by another body (`order_id` names the stored order)."

@@ -59,14 +59,18 @@ class ShortLine(BaseModel):
     salable: int
 
 
-class PlacementShort(BaseModel):
-    detail: str
-    short: list[ShortLine] = Field(description="Every line asking for more than is salable.")
+class PlacementConflict(BaseModel):
+    """A 409 of the placement: lines short of stock, or the order number taken."""
 
-
-class OrderNumberConflict(BaseModel):
     detail: str
-    order_id: int = Field(description="The order that already has this order_number.")
+    short: list[ShortLine] | None = Field(
+        default=None,
+        description="When stock is short: every line asking for more than is salable.",
+    )
+    order_id: int | None = Field(
+        default=None,
+        description="When the order_number is taken by another body: the stored order's id.",
+    )
 
 
 class CancelConflict(BaseModel):

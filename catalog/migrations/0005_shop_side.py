@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('changed_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('cause', models.CharField(blank=True, default='', max_length=255)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reservations', to='orders.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='reservations', to='orders.order')),
                 ('product', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='reservations', to='catalog.product')),
                 ('sync_audit', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='catalog.syncaudit')),
             ],

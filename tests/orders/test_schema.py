@@ -67,7 +67,7 @@ def test_order_shape_matches_the_interface(schema):
         "currency",
         "partner_sync_status",
         "partner_reference",
-        # What became of the order (decisions.md, "What became of an order (partner)").
+        # What became of the order (decisions.md, "What became of an order").
         "status_changed_at",
         "carrier",
         "tracking_number",
@@ -104,7 +104,9 @@ def test_the_conflict_body_names_the_stored_reference_as_a_field(schema):
     operation = schema["paths"]["/api/v1/partner/orders/{order_id}/acknowledge"]["post"]
     conflict = operation["responses"]["409"]
     body = schema["components"]["schemas"][_ref(conflict)]
-    assert set(body["required"]) == {"detail", "partner_reference"}
+    assert set(body["required"]) == {"detail"}
+    # The stored reference, or the shop's cancellation.
+    assert {"partner_reference", "status"} <= set(body["properties"])
     example = next(iter(conflict["content"]["application/json"]["examples"].values()))
     assert example["value"]["partner_reference"] == "FA-1"
 
