@@ -193,8 +193,8 @@ class TestStatusHistory:
         ):
             assert text in page, text
 
-    def test_a_staff_edit_of_the_status_is_kept_in_the_history(self, admin_client, admin_user):
-        order = OrderFactory(acknowledged=True, status="new")
+    @staticmethod
+    def _edit_status(admin_client, order, status):
         url = reverse("admin:orders_order_change", args=[order.pk])
         form = admin_client.get(url).context["adminform"].form
         data = {
@@ -204,7 +204,7 @@ class TestStatusHistory:
         }
         data.update(
             {
-                "status": "delivered",
+                "status": status,
                 "created_at_0": order.created_at.strftime("%Y-%m-%d"),
                 "created_at_1": order.created_at.strftime("%H:%M:%S"),
                 "items-TOTAL_FORMS": "0",
@@ -215,8 +215,14 @@ class TestStatusHistory:
         )
 
         response = admin_client.post(url, data)
-
         assert response.status_code == 302, response.context["adminform"].form.errors
+
+    def test_a_staff_edit_of_the_status_is_kept_in_the_history(self, admin_client, admin_user):
+        order = OrderFactory(acknowledged=True, status="new")
+        url = reverse("admin:orders_order_change", args=[order.pk])
+
+        self._edit_status(admin_client, order, "delivered")
+
         order.refresh_from_db()
         assert order.status == "delivered"
         assert order.status_changed_at is not None
@@ -229,3 +235,20 @@ class TestStatusHistory:
         )
         page = admin_client.get(url).content.decode()
         assert f"Staff ({admin_user.get_username()})" in page
+
+    def test_a_staff_cancellation_gives_the_reserved_stock_back(
+        self, admin_client, shop_client, api_client
+    ):
+        product = ProductFactory(shop_quantity=5)
+        order_id = place(shop_client, order_body(line(product, 2), number="W-H2")).json()[
+            "order_id"
+        ]
+        api_client.post(ack_url(order_id), {"partner_reference": "FA-H2"}, format="json")
+        product.refresh_from_db()
+        assert product.reserved == 2
+
+        self._edit_status(admin_client, Order.objects.get(pk=order_id), "cancelled")
+
+        product.refresh_from_db()
+        assert (product.reserved, product.salable) == (0, 5)
+        assert Order.objects.get(pk=order_id).status == "cancelled"
