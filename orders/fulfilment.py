@@ -37,11 +37,14 @@ TRACKING_FIELDS = ("carrier", "tracking_number", "tracking_url")
 class StatusChangeRefused(Exception):
     """The transition table does not allow this move from the order's current status."""
 
-    def __init__(self, order_id: int, current: str, target: str):
+    def __init__(self, order_id: int, current: str, target: str, *, detail: str = ""):
         super().__init__(
-            f"Order {order_id} is {current}; it cannot become {target}."
-            if current != OrderStatus.CANCELLED or target == OrderStatus.CANCELLED
-            else f"Order {order_id} is cancelled; nothing follows a cancellation."
+            detail
+            or (
+                f"Order {order_id} is {current}; it cannot become {target}."
+                if current != OrderStatus.CANCELLED
+                else f"Order {order_id} is cancelled; nothing follows a cancellation."
+            )
         )
         self.status = current
 
@@ -103,7 +106,13 @@ def _change(order_id: int, report: StatusReport, client_name: str) -> StatusChan
         if order.partner_sync_status is None:
             if order.source == OrderSource.SHOP and order.status == OrderStatus.CANCELLED:
                 # Cancelled by the shop before the partner system registered it.
-                raise StatusChangeRefused(order.pk, OrderStatus.CANCELLED, report.status)
+                raise StatusChangeRefused(
+                    order.pk,
+                    OrderStatus.CANCELLED,
+                    report.status,
+                    detail=f"Order {order.pk} was cancelled by the shop before the partner "
+                    "system acknowledged it.",
+                )
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.PENDING_PARTNER:
             raise OrderAwaitsAcknowledgement(order.pk, order.status)

@@ -236,6 +236,7 @@ class TestOrdersOutsideTheFlow:
             response = report(api_client, order_id, status)
             assert response.status_code == 409, status
             assert response.json()["status"] == "cancelled"
+            assert "cancelled by the shop" in response.json()["detail"]
         assert Order.objects.get(pk=order_id).partner_sync_status is None
 
     def test_a_legacy_import_is_404(self, api_client):
