@@ -17,7 +17,7 @@ from catalog.pending import (
     pending_dismiss,
     pending_resolve_for_products,
 )
-from catalog.services import sync_pause_set
+from catalog.sync.pause import sync_pause_set
 from core.display import local_time, money
 from core.text import NO_NUL_PATTERN
 

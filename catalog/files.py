@@ -5,7 +5,7 @@ from pathlib import Path
 import pydantic
 
 from catalog.schemas import ProductItem
-from catalog.services import duplicate_key_problems
+from catalog.sync.rules import duplicate_key_problems
 from core.files import FileInvalid, read_valid_records
 from core.problems import nothing_imported
 

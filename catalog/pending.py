@@ -9,6 +9,7 @@ has that stock_code.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,10 +22,26 @@ from django.utils import timezone
 from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.schemas import TRACKED_FIELDS, ProductItem
-from core.bulk import bulk_update_rows
+from core.bulk import bulk_insert_rows, bulk_update_rows
+from core.locks import lock_names
 
 HISTORY_SOURCE = "pending"
 SYNC_RESOLVER = "sync"
+# The lock space of stock codes (core.locks): a sync that records pending keys holds its unknown
+# codes shared, a resolution that may close them holds its codes exclusively.
+STOCK_CODE_LOCKS = 1
+
+
+def lock_stock_codes(codes: Iterable[str], *, shared: bool = False) -> None:
+    """Hold these stock codes until the transaction ends (decisions: Concurrent writers).
+
+    A sync takes its unknown codes (shared) before it looks for their products a second time
+    and keeps them while it records the keys as pending; a resolution takes its codes
+    (exclusively) before it reads the open keys. So either the sync's second look sees the
+    product, or the resolution sees the sync's pending keys: never an open key for a product
+    that exists.
+    """
+    lock_names(STOCK_CODE_LOCKS, codes, shared=shared)
 
 
 @dataclass
@@ -83,6 +100,8 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
             .order_by("pk")
             .values_list("pk", "ean", "stock_code")
         )
+        # After the product rows (the sync's order: rows, then codes), before the open keys.
+        lock_stock_codes(codes)
         pendings = list(
             PendingProduct.objects.select_for_update()
             .filter(state=PendingProduct.State.OPEN, stock_code__in=codes)
@@ -305,3 +324,59 @@ def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: da
         PendingProduct, ("state", "resolved_product", "resolved_at", "resolved_by"), closing
     )
     return len(closing)
+
+
+_PENDING_FIELDS = (
+    "ean",
+    "stock_code",
+    "reason",
+    "state",
+    "payload",
+    "posted_at",
+    "first_seen",
+    "last_seen",
+    "times_seen",
+    "last_request_id",
+    "resolved_at",
+    "resolved_by",
+)
+# The payload sent with the latest document time stays; one sent without a time counts as the
+# newest, and a key that holds no time takes any payload (as a product's posted_at does).
+_PENDING_NEWER = (
+    "(excluded.posted_at IS NULL OR {table}.posted_at IS NULL "
+    "OR excluded.posted_at >= {table}.posted_at)"
+)
+_PENDING_UPSERT = (
+    "ON CONFLICT (ean, stock_code) DO UPDATE SET "
+    "reason = excluded.reason, state = excluded.state, "
+    f"payload = CASE WHEN {_PENDING_NEWER} THEN excluded.payload ELSE {{table}}.payload END, "
+    f"posted_at = CASE WHEN {_PENDING_NEWER} "
+    "THEN COALESCE(excluded.posted_at, {table}.posted_at) ELSE {table}.posted_at END, "
+    "last_seen = excluded.last_seen, times_seen = {table}.times_seen + 1, "
+    "last_request_id = excluded.last_request_id, resolved_at = NULL, resolved_by = ''"
+)
+
+
+def pending_record(
+    unresolved: Sequence[tuple[ProductItem, str]], *, request_id: str | None, now, posted_at=None
+) -> None:
+    """Record each key a sync could not resolve as an open pending key (a key seen before is
+    counted again, its newest payload kept), in key order, to lock consistently."""
+    rows = [
+        (
+            item.ean or "",
+            item.stock_code,
+            reason,
+            PendingProduct.State.OPEN,
+            json.dumps(item.payload(), ensure_ascii=False),
+            posted_at,
+            now,
+            now,
+            1,
+            request_id,
+            None,
+            "",
+        )
+        for item, reason in sorted(unresolved, key=lambda pair: pair[0].key)
+    ]
+    bulk_insert_rows(PendingProduct, _PENDING_FIELDS, rows, on_conflict=_PENDING_UPSERT)

@@ -31,6 +31,9 @@ class Problem:
 class Refused(Exception):
     """The request or the records break a rule; nothing was applied. `problems` names each one."""
 
+    # Where in the request the problems stand: an API answer prefixes their locations with it.
+    located_in: tuple[str, ...] = ("body",)
+
     def __init__(self, problems: Sequence[Problem]):
         self.problems = list(problems)
         super().__init__("; ".join(p.msg for p in self.problems[:5]))

@@ -4,3 +4,17 @@ from django.apps import AppConfig
 class MonitoringConfig(AppConfig):
     name = "monitoring"
     verbose_name = "Monitoring"
+
+    def ready(self):
+        # The domain announces its calls (core.signals); the counting is here, so no domain
+        # app imports monitoring.
+        from core import signals
+        from monitoring import metrics
+
+        signals.sync_call_recorded.connect(metrics.record_sync_call, dispatch_uid="sync-metrics")
+        signals.acknowledgement_recorded.connect(
+            metrics.record_acknowledgement, dispatch_uid="acknowledgement-metrics"
+        )
+        signals.order_status_changed.connect(
+            metrics.record_order_status_change, dispatch_uid="order-status-metrics"
+        )

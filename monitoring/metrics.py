@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, values
 
+from catalog.models import SyncAudit
 from orders.states import PARTNER_REPORTED_STATUSES, Actor
 
 PREFIX = "stock_sync"
 
 # The sync endpoints' labels, by the audit's endpoint value.
-ENDPOINT_LABELS = {"products_sync": "batch", "products_item": "item"}
-SYNC_OUTCOMES = ("applied", "replayed", "paused", "refused", "dry_run")
+ENDPOINT_LABELS = {SyncAudit.Endpoint.BATCH.value: "batch", SyncAudit.Endpoint.ITEM.value: "item"}
+# The outcomes are the audit's (applied, replayed, paused, refused, dry_run).
+SYNC_OUTCOMES = tuple(SyncAudit.Outcome.values)
 ITEM_RESULTS = ("updated", "unknown", "stale")
 ACKNOWLEDGEMENT_RESULTS = ("acknowledged", "repeated", "conflict", "not_found")
 PLACEMENT_RESULTS = ("created", "replayed", "short", "refused")
@@ -111,6 +113,7 @@ for _status in PARTNER_REPORTED_STATUSES:
 
 
 def record_sync_call(
+    sender=None,
     *,
     endpoint: str,
     outcome: str,
@@ -118,19 +121,22 @@ def record_sync_call(
     updated: int = 0,
     unknown: int = 0,
     stale: int = 0,
+    **signal,
 ) -> None:
-    """Count one sync call; its items count only when it was applied."""
+    """Count one sync call (`core.signals.sync_call_recorded`); its items count only when it was
+    applied."""
     endpoint_label = ENDPOINT_LABELS.get(endpoint, endpoint)
     SYNC_REQUESTS.labels(endpoint=endpoint_label, outcome=outcome).inc()
     SYNC_DURATION.labels(endpoint=endpoint_label).observe(max(duration, 0.0))
-    if outcome == "applied":
+    if outcome == SyncAudit.Outcome.APPLIED:
         for result, count in (("updated", updated), ("unknown", unknown), ("stale", stale)):
             if count:
                 SYNC_ITEMS.labels(result=result).inc(count)
 
 
-def record_acknowledgement(result: str) -> None:
-    """Count one acknowledgement call: acknowledged, repeated, conflict or not_found."""
+def record_acknowledgement(sender=None, *, result: str, **signal) -> None:
+    """Count one acknowledgement call (`core.signals.acknowledgement_recorded`): acknowledged,
+    repeated, conflict or not_found."""
     ACKNOWLEDGEMENTS.labels(result=result).inc()
 
 
@@ -139,8 +145,9 @@ def record_order_placement(result: str) -> None:
     ORDERS_PLACED.labels(result=result).inc()
 
 
-def record_order_status_change(*, status: str, by: str) -> None:
-    """Count one change of what became of an order (not a repeat of the current status)."""
+def record_order_status_change(sender=None, *, status: str, by: str, **signal) -> None:
+    """Count one change of what became of an order (not a repeat of the current status;
+    `core.signals.order_status_changed`)."""
     ORDER_STATUS_CHANGES.labels(status=status, by=by).inc()
 
 

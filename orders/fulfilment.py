@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from catalog.reservations import reservations_release
 from core.retry import run_with_retry
-from monitoring.metrics import record_order_status_change
+from core.signals import order_status_changed
 from orders.models import Order
 from orders.services import OrderNotFound, record_status_change
 from orders.states import (
@@ -91,7 +91,7 @@ def order_status_change(
     """
     changed = run_with_retry(lambda: _change(order_id, report, client_name))
     if not changed.repeated:
-        record_order_status_change(status=report.status, by=Actor.PARTNER)
+        order_status_changed.send(sender=None, status=report.status, by=Actor.PARTNER.value)
     _log(changed, report, client_name)
     return changed
 

@@ -22,7 +22,7 @@ from core.problems import Problem, Refused
 from core.retry import run_with_retry
 from orders.models import CUSTOMER_FIELDS, Order, OrderItem
 from orders.schemas import ShopOrder, totals_problems
-from orders.services import OrderNotFound, record_status_change
+from orders.services import OrderNotFound, order_items, record_status_change
 from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, shop_may_cancel
 
 logger = logging.getLogger(__name__)
@@ -220,20 +220,7 @@ def _store(order: ShopOrder, *, body_hash: str, now) -> Order:
     for name in CUSTOMER_FIELDS:
         setattr(stored, f"customer_{name}", getattr(order.customer, name))
     stored.save()
-    OrderItem.objects.bulk_create(
-        [
-            OrderItem(
-                order=stored,
-                name=line.name,
-                quantity=line.quantity,
-                unit_price=line.unit_price,
-                total=line.total,
-                ean=line.ean or None,
-                stock_code=line.stock_code,
-            )
-            for line in order.items
-        ]
-    )
+    OrderItem.objects.bulk_create(order_items(stored, order.items))
     return stored
 
 

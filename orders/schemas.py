@@ -220,30 +220,27 @@ def cents(amount: Decimal) -> Decimal:
 
 def totals_problems(order: ShopOrder) -> list[Problem]:
     """`subtotal` is the lines' total and `total` is subtotal + VAT, to the cent."""
-    problems = []
     lines = sum((cents(line.total) for line in order.items), Decimal(0))
-    if cents(order.subtotal) != lines:
-        problems.append(
-            Problem(
-                loc=("subtotal",),
-                msg=f"subtotal {cents(order.subtotal)} is not the sum of the lines' total ({lines})",
-                type="totals_mismatch",
-                input=str(order.subtotal),
-                ctx={"expected": str(lines)},
-            )
+    checks = (
+        ("subtotal", order.subtotal, lines, "the sum of the lines' total"),
+        (
+            "total",
+            order.total,
+            cents(order.subtotal) + cents(order.vat_total),
+            "subtotal + vat_total",
+        ),
+    )
+    return [
+        Problem(
+            loc=(name,),
+            msg=f"{name} {cents(sent)} is not {meaning} ({expected})",
+            type="totals_mismatch",
+            input=str(sent),
+            ctx={"expected": str(expected)},
         )
-    expected = cents(order.subtotal) + cents(order.vat_total)
-    if cents(order.total) != expected:
-        problems.append(
-            Problem(
-                loc=("total",),
-                msg=f"total {cents(order.total)} is not subtotal + vat_total ({expected})",
-                type="totals_mismatch",
-                input=str(order.total),
-                ctx={"expected": str(expected)},
-            )
-        )
-    return problems
+        for name, sent, expected, meaning in checks
+        if cents(sent) != expected
+    ]
 
 
 class CancelRequest(TextFromNumbers):

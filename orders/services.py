@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from catalog.reservations import reservations_book, reservations_release, reservations_unbook
 from core.problems import Problem, Refused
-from monitoring.metrics import record_acknowledgement
+from core.signals import acknowledgement_recorded
 from orders.models import (
     CUSTOMER_FIELDS,
     DEFAULT_CURRENCY,
@@ -105,6 +105,22 @@ def order_status_set_by_staff(*, order: Order, status: str, by: str) -> Order:
     return locked
 
 
+def order_items(order: Order, lines: Iterable) -> list[OrderItem]:
+    """The item rows of an order's lines (an import's records or a shop's lines)."""
+    return [
+        OrderItem(
+            order=order,
+            name=line.name,
+            quantity=line.quantity,
+            unit_price=line.unit_price,
+            total=line.total,
+            ean=line.ean or None,
+            stock_code=line.stock_code,
+        )
+        for line in lines
+    ]
+
+
 def _cancelled_by_shop(order_id: int) -> bool:
     return Order.objects.filter(
         pk=order_id,
@@ -148,14 +164,14 @@ def order_acknowledge(
         )
         if order is None:
             if _cancelled_by_shop(order_id):
-                record_acknowledgement("conflict")
+                acknowledgement_recorded.send(sender=None, result="conflict")
                 raise OrderCancelledByShop(order_id)
-            record_acknowledgement("not_found")
+            acknowledgement_recorded.send(sender=None, result="not_found")
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
-                record_acknowledgement("repeated")
+                acknowledgement_recorded.send(sender=None, result="repeated")
                 return Acknowledged(order, repeated=True)
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
@@ -163,7 +179,7 @@ def order_acknowledge(
                 client_name,
                 note,
             )
-            record_acknowledgement("conflict")
+            acknowledgement_recorded.send(sender=None, result="conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
         now = timezone.now()
         order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
@@ -190,7 +206,7 @@ def order_acknowledge(
             detail=f"partner_reference {partner_reference}"[:255],
         )
     _log_acknowledgement("acknowledged", order, client_name, note)
-    record_acknowledgement("acknowledged")
+    acknowledgement_recorded.send(sender=None, result="acknowledged")
     return Acknowledged(order, repeated=False)
 
 
@@ -259,17 +275,9 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
         OrderItem.objects.filter(order__in=[o.pk for o in existing.values()]).delete()
         OrderItem.objects.bulk_create(
             [
-                OrderItem(
-                    order=order,
-                    name=item.name,
-                    quantity=item.quantity,
-                    unit_price=item.unit_price,
-                    total=item.total,
-                    ean=item.ean,
-                    stock_code=item.stock_code,
-                )
+                item
                 for order, record in zip(orders, records, strict=True)
-                for item in record.items
+                for item in order_items(order, record.items)
             ],
             batch_size=500,
         )

@@ -6,6 +6,7 @@ from django.core.cache import cache
 from rest_framework import authentication, exceptions, permissions
 from rest_framework_api_key.models import APIKey
 
+from partner_api.middleware import note_request
 from partner_api.models import KeyScope, key_scope
 
 HEADER = "X-API-Key"
@@ -96,8 +97,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if api_key.has_expired:
             raise exceptions.AuthenticationFailed("API key has expired.")
         client = ApiClient(key_id=api_key.pk, name=api_key.name, scope=key_scope(api_key))
-        # Request logging reads the key's name here, never its value.
-        request._request.api_client_name = api_key.name
+        # The request's log line names the key by its name, never its value.
+        note_request(request, key_name=api_key.name)
         return client, api_key
 
     def authenticate_header(self, request) -> str:

@@ -11,10 +11,10 @@ from rest_framework.views import APIView
 
 from core.problems import Problem, problems_from_pydantic
 from partner_api.authentication import ApiKeyAuthentication, HasScope
+from partner_api.error_schemas import ErrorBody, ValidationErrorBody
 from partner_api.exceptions import VALIDATION_RULES, RequestInvalid
 from partner_api.models import KeyScope
 from partner_api.parsers import RequestTooLarge
-from partner_api.schemas import ErrorBody, ValidationErrorBody
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -43,7 +43,7 @@ class PartnerAPIView(APIView):
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         # After the key check: a bad key with an oversize body is 401 (config.middleware).
-        if getattr(request._request, "body_too_large", False):
+        if getattr(request, "body_too_large", False):
             raise RequestTooLarge()
 
 
@@ -93,6 +93,14 @@ RESPONSE_THROTTLED = OpenApiResponse(
         "this address sent too many invalid keys (AUTH_FAILURE_RATE); retry after the "
         "seconds in the Retry-After header."
     ),
+)
+REPLAYED_HEADER = OpenApiParameter(
+    "Idempotent-Replayed",
+    str,
+    OpenApiParameter.HEADER,
+    response=[200],
+    enum=["true"],
+    description="Present when the response is the stored answer to an earlier identical request.",
 )
 RESPONSE_UNAVAILABLE = OpenApiResponse(ErrorBody, description="Database unavailable; retry later.")
 # Every operation: the key, its rate, the database.

@@ -213,12 +213,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, RequestInvalid):
         return _invalid(exc.problems, context)
     if isinstance(exc, Refused):
-        # A service's refusal locates its problems inside the body.
-        return _invalid([p.located("body") for p in exc.problems], context)
+        # A service's refusal locates its problems inside the body (or says where they are).
+        return _invalid([p.located(*exc.located_in) for p in exc.problems], context)
     if isinstance(exc, exceptions.ParseError):
         return _invalid([json_invalid(exc)], context)
-    if isinstance(exc, exceptions.ValidationError):
-        return _invalid(_drf_validation_problems(exc.detail), context)
     if isinstance(exc, OperationalError | InterfaceError):
         logger.error("database unavailable: %s", exc.__class__.__name__)
         exc = ServiceUnavailable()
@@ -236,34 +234,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             logger.exception("database error")
         return None
     if isinstance(exc, exceptions.APIException):
-        detail = exc.detail
-        if isinstance(detail, dict | list):
-            detail = str(exc.default_detail)
-        response.data = {"detail": str(detail), **getattr(exc, "fields", {})}
+        response.data = {"detail": str(exc.detail), **getattr(exc, "fields", {})}
     return response
 
 
 def json_invalid(exc: exceptions.ParseError) -> Problem:
     """The problem of a body that is not JSON."""
     return Problem(loc=("body",), msg=str(exc.detail), type="json_invalid")
-
-
-def _drf_validation_problems(detail: Any, loc: tuple = ("body",)) -> list[Problem]:
-    if isinstance(detail, dict):
-        problems = []
-        for key, value in detail.items():
-            sub_loc = loc if key == "non_field_errors" else (*loc, key)
-            problems.extend(_drf_validation_problems(value, sub_loc))
-        return problems
-    if isinstance(detail, list):
-        problems = []
-        for index, value in enumerate(detail):
-            if isinstance(value, dict | list):
-                problems.extend(_drf_validation_problems(value, (*loc, index)))
-            else:
-                problems.extend(_drf_validation_problems(value, loc))
-        return problems
-    return [Problem(loc=loc, msg=str(detail), type=getattr(detail, "code", "invalid") or "invalid")]
 
 
 def json_not_found(request, exception=None) -> JsonResponse:

@@ -1,7 +1,30 @@
 import logging
 import time
+from dataclasses import dataclass
 
 logger = logging.getLogger("partner_api.requests")
+
+
+@dataclass
+class RequestNote:
+    """What a request's log line names beyond the request itself, noted while it is served.
+
+    The middleware puts one on every request (`request.log_note`); authentication notes the
+    key's name, the sync operations the body's request_id (`note_request`).
+    """
+
+    # When the request arrived (time.perf_counter): a sync's audit counts its duration from it.
+    started: float
+    key_name: str | None = None
+    request_id: str | None = None
+
+
+def note_request(request, **fields) -> None:
+    """Note `fields` (key_name, request_id) for the request's log line, when it has one."""
+    note = getattr(request, "log_note", None)
+    if note is not None:
+        for name, value in fields.items():
+            setattr(note, name, value)
 
 
 class RequestLogMiddleware:
@@ -15,7 +38,7 @@ class RequestLogMiddleware:
 
     def __call__(self, request):
         started = time.perf_counter()
-        request.started_at = started
+        request.log_note = note = RequestNote(started=started)
         response = self.get_response(request)
         duration_ms = (time.perf_counter() - started) * 1000
         fields = {
@@ -23,8 +46,8 @@ class RequestLogMiddleware:
             "path": request.path,
             "status": response.status_code,
             "duration": round(duration_ms, 3),
-            "key_name": getattr(request, "api_client_name", None),
-            "request_id": getattr(request, "log_request_id", None),
+            "key_name": note.key_name,
+            "request_id": note.request_id,
             # The correlation id the response carries (decisions: Request correlation).
             "x_request_id": response.get("X-Request-ID") or request.META.get("HTTP_X_REQUEST_ID"),
         }

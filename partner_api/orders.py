@@ -27,6 +27,7 @@ from partner_api.base import (
     validate,
     validation_responses,
 )
+from partner_api.error_schemas import ErrorBody
 from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
 from partner_api.order_schemas import (
     ORDER_ID_MAX,
@@ -40,7 +41,6 @@ from partner_api.order_schemas import (
     StatusRequest,
     transitions_text,
 )
-from partner_api.schemas import ErrorBody
 
 
 class OrderPollView(PartnerAPIView):

@@ -11,8 +11,8 @@ from partner_api.base import (
     validate,
     validation_responses,
 )
+from partner_api.error_schemas import ErrorBody
 from partner_api.plant_schemas import PlantResponse, PlantUpdateRequest
-from partner_api.schemas import ErrorBody
 from plants.services import PlantNotFound, plant_update
 
 PLANT_NOT_FOUND = "Plant not found"

@@ -28,13 +28,14 @@ from orders.states import Actor, OrderStatus
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
+    REPLAYED_HEADER,
     ShopAPIView,
     validate,
     validation_responses,
 )
+from partner_api.error_schemas import ErrorBody
 from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
 from partner_api.order_schemas import ORDER_ID_MAX, Order, OrderPath
-from partner_api.schemas import ErrorBody
 from partner_api.shop_schemas import (
     CancelConflict,
     PlacementConflict,
@@ -48,14 +49,6 @@ ORDER_ID_PARAMETER = OpenApiParameter(
     {"type": "integer", "minimum": 1, "maximum": ORDER_ID_MAX},
     OpenApiParameter.PATH,
     description="The order_id of the placement's answer.",
-)
-REPLAYED_HEADER = OpenApiParameter(
-    "Idempotent-Replayed",
-    str,
-    OpenApiParameter.HEADER,
-    response=[200],
-    enum=["true"],
-    description="Present when the answer repeats an earlier call: nothing changed.",
 )
 RESPONSE_ORDER_NOT_FOUND = OpenApiResponse(
     ErrorBody, description="No order with this id was placed by the shop."

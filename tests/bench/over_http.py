@@ -410,9 +410,9 @@ def seed(size: int, orders: int) -> tuple[str, list[int]]:
     from django.core.management import call_command
     from django.db import connection
 
+    from catalog.imports import products_import
     from catalog.models import Product
     from catalog.schemas import ProductItem
-    from catalog.services import products_import
     from partner_api.keys import api_key_create
     from tests.bench.orders import OrdersBench
 

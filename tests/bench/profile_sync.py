@@ -123,12 +123,16 @@ def instrument(clock: Clock) -> None:
     from rest_framework import renderers
 
     import catalog.pending
-    import catalog.services
+    import catalog.sync.audit
+    import catalog.sync.changes
+    import catalog.sync.idempotency
+    import catalog.sync.resolve
+    import catalog.sync.service
     import core.bulk
     import partner_api.authentication
     import partner_api.parsers
     import partner_api.products
-    from partner_api.schemas import BatchSyncRequest, ItemSyncRequest
+    from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest
 
     parsers = partner_api.parsers
     parsers.StrictJSONParser.parse = clock.wrap(
@@ -144,35 +148,38 @@ def instrument(clock: Clock) -> None:
     views.ProductItemView.request_model = types.SimpleNamespace(
         model_validate=clock.wrap("pydantic validation", ItemSyncRequest.model_validate)
     )
-    views.body_hash = clock.wrap("body hash (canonical JSON + sha256)", views.body_hash)
-    views.products_sync = clock.wrap("sync service: transaction, retry", views.products_sync)
-    views.SyncView.replay_by_raw_body = clock.wrap(
-        "raw-body replay: read the body, sha256", views.SyncView.replay_by_raw_body
+    idempotency = catalog.sync.idempotency
+    idempotency.body_hash = clock.wrap("body hash (canonical JSON + sha256)", idempotency.body_hash)
+    service = catalog.sync.service
+    service.products_sync = clock.wrap("sync service: transaction, retry", service.products_sync)
+    views.SyncView.replayable_bytes = clock.wrap(
+        "raw-body replay: read the body", views.SyncView.replayable_bytes
     )
-    views.products_sync_replay = clock.wrap(
-        "raw-body replay: lookup, audit row (Python)", views.products_sync_replay
+    idempotency.raw_body_hash = clock.wrap("raw-body replay: sha256", idempotency.raw_body_hash)
+    idempotency.replay_by_raw_body = clock.wrap(
+        "raw-body replay: lookup, audit row (Python)", idempotency.replay_by_raw_body
     )
     views.ProductSyncView.dispatch = clock.wrap("DRF view dispatch", views.ProductSyncView.dispatch)
     views.ProductItemView.dispatch = clock.wrap("DRF view dispatch", views.ProductItemView.dispatch)
-    services = catalog.services
-    for name, label in [
-        ("duplicate_key_problems", "duplicate-key check"),
-        ("sync_paused", "sync service: pause switch"),
-        ("_idempotency_claim", "sync service: idempotency claim"),
-        ("_resolve", "sync service: resolve keys (Python)"),
-        ("_changes", "sync service: changes and history rows (Python)"),
-        ("sync_audit_create", "sync service: audit row (ORM)"),
-        ("bulk_update_rows", "bulk update (Python)"),
-        ("bulk_insert_rows", "bulk insert (Python)"),
-        ("pending_close_for_synced", "pending keys (Python)"),
-        ("_pending_record", "pending keys (Python)"),
+    for module, name, label in [
+        (service, "request_problems", "duplicate-key check"),
+        (service, "sync_paused", "sync service: pause switch"),
+        (idempotency, "claim_or_stored", "sync service: idempotency claim"),
+        (service, "resolve", "sync service: resolve keys (Python)"),
+        (service, "changes", "sync service: changes and history rows (Python)"),
+        (catalog.sync.audit, "record", "sync service: audit row (ORM)"),
+        (service, "bulk_update_rows", "bulk update (Python)"),
+        (service, "bulk_insert_rows", "bulk insert (Python)"),
+        (service, "pending_close_for_synced", "pending keys (Python)"),
+        (service, "pending_record", "pending keys (Python)"),
     ]:
-        setattr(services, name, clock.wrap(label, getattr(services, name)))
+        setattr(module, name, clock.wrap(label, getattr(module, name)))
     core.bulk._copy = clock.wrap(
         "SQL COPY (into a temporary table, or history rows)", core.bulk._copy
     )
     core.bulk.select_rows = clock.wrap("select rows (Python)", core.bulk.select_rows)
-    services.select_rows = core.bulk.select_rows
+    catalog.sync.resolve.select_rows = core.bulk.select_rows
+    catalog.sync.changes.select_rows = core.bulk.select_rows
     renderer = renderers.JSONRenderer
     renderer.render = clock.wrap("rendering (DRF JSONRenderer)", renderer.render)
     connection.ensure_connection()
@@ -184,8 +191,8 @@ def instrument(clock: Clock) -> None:
 def seed(size: int) -> str:
     from django.core.management import call_command
 
+    from catalog.imports import products_import
     from catalog.schemas import ProductItem
-    from catalog.services import products_import
     from partner_api.keys import api_key_create
 
     call_command("migrate", verbosity=0)

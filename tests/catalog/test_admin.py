@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, SyncControl
-from catalog.services import sync_pause_set
+from catalog.sync.pause import sync_pause_set
 from tests.factories import PendingProductFactory, ProductFactory
 from tests.orders.factories import OrderFactory
 

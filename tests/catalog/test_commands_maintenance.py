@@ -13,7 +13,7 @@ from rest_framework_api_key.models import APIKey
 
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.selectors import sync_dashboard_figures
-from catalog.services import sync_pause_set
+from catalog.sync.pause import sync_pause_set
 from partner_api.keys import api_key_create
 from tests.factories import (
     IdempotencyRecordFactory,

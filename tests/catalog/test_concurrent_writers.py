@@ -165,3 +165,59 @@ def test_an_import_beside_a_sync_locks_in_the_same_order_and_never_deadlocks(api
     # The victim of a deadlock would have been retried; none happened at all.
     time.sleep(1.5)
     assert _deadlocks() == deadlocks_before
+
+
+def _thread_waits_or_ends(thread: threading.Thread) -> None:
+    """Until `thread` has ended or waits for a lock (read in this transaction, afresh)."""
+    deadline = time.monotonic() + WAIT
+    while thread.is_alive():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+        if _lock_waiters():
+            return
+        assert time.monotonic() < deadline, "the writer neither ended nor queued"
+        time.sleep(0.02)
+
+
+def test_a_product_committed_after_a_batchs_second_look_resolves_its_pending_key(
+    api_key, tmp_path, monkeypatch
+):
+    # The last window: the batch has looked for NEW twice and found nothing; the import then
+    # creates NEW before the batch records NEW as pending and commits. The import must wait for
+    # the batch (and resolve the key), or the key stays open for a product that exists.
+    import catalog.sync.resolve as resolve
+
+    ProductFactory(stock_code="OLD", ean="", shop_quantity=1)
+    catalogue = tmp_path / "new.json"
+    catalogue.write_text(json.dumps([item("NEW", shop_quantity=0)]))
+    real = resolve.locked_products
+    results: dict = {}
+    looks = []
+
+    def looking(codes, read):
+        rows = real(codes, read)
+        looks.append(set(codes))
+        if codes == {"NEW"}:
+            # The second look is done: the import runs now, beside the open batch.
+            importer = _in_thread(lambda: _import(catalogue), results, "import")
+            _thread_waits_or_ends(importer)
+            results["thread"] = importer
+        return rows
+
+    monkeypatch.setattr(resolve, "locked_products", looking)
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=api_key)
+    response = post_sync(
+        client, {"products": [item("OLD", shop_quantity=5), item("NEW", shop_quantity=7)]}
+    )
+    results["thread"].join(WAIT)
+
+    assert looks == [{"OLD", "NEW"}, {"NEW"}]
+    assert response.status_code == 200
+    assert response.json()["unknown_products"] == 1
+    assert "Created 1" in results["import"]
+    new = Product.objects.get(stock_code="NEW")
+    # The creation resolved the batch's key and applied its values.
+    pending = PendingProduct.objects.get(stock_code="NEW")
+    assert (pending.state, pending.resolved_product_id) == (PendingProduct.State.RESOLVED, new.pk)
+    assert new.shop_quantity == 7

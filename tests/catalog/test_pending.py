@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from catalog.imports import products_import
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.pending import (
     pending_create_products,
@@ -19,7 +20,6 @@ from catalog.pending import (
     pending_resolve_for_products,
 )
 from catalog.schemas import ProductItem
-from catalog.services import products_import
 from tests.factories import PendingProductFactory, ProductFactory
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from catalog.schemas import (
     prevalidate_plain_items,
 )
 from core.problems import problems_from_pydantic
-from partner_api.schemas import BatchSyncRequest, ItemSyncRequest
+from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest
 from tests.factories import full_item
 from tests.partner_api.sync_helpers import item
 

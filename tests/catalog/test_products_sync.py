@@ -6,7 +6,8 @@ import pytest
 
 from catalog.models import PendingProduct, Product, SyncAudit
 from catalog.schemas import ProductItem
-from catalog.services import ItemsRefused, SyncClient, SyncResult, products_sync
+from catalog.sync.call import ItemsRefused, SyncClient, SyncResult
+from catalog.sync.service import products_sync
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item
 
@@ -64,10 +65,12 @@ def test_the_result_is_data_and_a_retry_replays_it():
     assert SyncAudit.objects.filter(outcome=SyncAudit.Outcome.REPLAYED).count() == 1
 
 
-def test_an_unknown_single_item_is_recorded_audited_and_refused():
+def test_an_unknown_single_item_is_recorded_and_refused_for_its_answer_to_audit():
     with pytest.raises(ItemsRefused) as refused:
         sync([item("NOPE")], single=True)
-    assert refused.value.audited
     assert refused.value.problems[0].type == "unknown_key"
     assert PendingProduct.objects.filter(stock_code="NOPE").exists()
-    assert SyncAudit.objects.get().endpoint == SyncAudit.Endpoint.ITEM
+    # The refusal's status is the answer's: whoever answers it leaves the audit row, with the
+    # call's facts and the key it recorded.
+    assert not SyncAudit.objects.exists()
+    assert (refused.value.unknown, refused.value.call.endpoint) == (1, SyncAudit.Endpoint.ITEM)

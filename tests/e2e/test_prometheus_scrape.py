@@ -38,7 +38,7 @@ def set_pause(s, paused: bool) -> None:
         "shell",
         "--no-imports",
         "-c",
-        "from catalog.services import sync_pause_set\n"
+        "from catalog.sync.pause import sync_pause_set\n"
         f"sync_pause_set(paused={paused}, by='e2e', reason='stock take')\n",
     )
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
-from catalog.services import sync_pause_set
+from catalog.sync.pause import sync_pause_set
 from partner_api.keys import api_key_create
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import SYNC_URL, item, post_sync, put_item

@@ -4,7 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from catalog.files import FileInvalid, read_product_items
-from catalog.services import ItemsRefused, products_import
+from catalog.imports import products_import
+from catalog.sync.call import ItemsRefused
 
 
 class Command(BaseCommand):

@@ -1,7 +1,8 @@
-"""Request and response shapes of the API, as pydantic models.
+"""Request and response shapes of the product sync operations, as pydantic models.
 
 Requests are validated with these models (the product rules themselves live in
-`catalog.schemas`); responses are documented with them in the OpenAPI schema.
+`catalog.schemas`); responses are documented with them in the OpenAPI schema. The error bodies
+every operation shares are `partner_api.error_schemas`.
 """
 
 from typing import Any, Literal, Self
@@ -166,23 +167,3 @@ class SyncResponse(BaseModel):
             ]
         }
     )
-
-
-class ValidationErrorItem(BaseModel):
-    loc: list[str | int] = Field(description='Where: e.g. ["body", "products", 12, "season"].')
-    msg: str
-    type: str
-    input: Any = None
-    ctx: dict[str, Any] | None = None
-
-
-class ValidationErrorBody(BaseModel):
-    """A validation failure: every problem found."""
-
-    detail: list[ValidationErrorItem]
-
-
-class ErrorBody(BaseModel):
-    """Any other error."""
-
-    detail: str

@@ -1,0 +1,89 @@
+"""The catalogue import: products created or updated by key from a catalogue file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from catalog.models import Product
+from catalog.pending import lock_stock_codes, pending_resolve_for_products
+from catalog.schemas import VALUE_FIELDS, ProductItem
+from catalog.sync.call import ItemsRefused
+from catalog.sync.rules import duplicate_key_problems
+from core.bulk import select_rows
+from core.retry import run_with_retry
+
+IMPORT_CHUNK = 1000
+
+
+@dataclass
+class ImportResult:
+    created: int
+    updated: int
+
+
+def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
+    """Create or update products by key from a catalogue file, all or nothing.
+
+    The products are locked in primary-key order, as the sync locks them, so an import beside
+    syncs queues instead of deadlocking; a transient failure runs the import again.
+    """
+    problems = duplicate_key_problems(items)
+    if problems:
+        raise ItemsRefused(problems)
+    return run_with_retry(lambda: _import_attempt(items))
+
+
+def _import_attempt(items: Sequence[ProductItem]) -> ImportResult:
+    codes = sorted({item.stock_code for item in items})
+    # SQLite refuses statements with more than about 32k parameters (and locks no rows);
+    # PostgreSQL takes every code as one array parameter, and the locks in one id order.
+    code_chunks = (
+        [codes]
+        if connection.vendor == "postgresql"
+        else [codes[i : i + IMPORT_CHUNK] for i in range(0, len(codes), IMPORT_CHUNK)]
+    )
+    with transaction.atomic():
+        pks = sorted(
+            row[0]
+            for chunk in code_chunks
+            for row in select_rows(
+                Product, ("id",), where_in=("stock_code", chunk), order_by="id", lock=True
+            )
+        )
+        # Every code at once, after the rows (the sync's order), before any pending key is read.
+        lock_stock_codes(codes)
+        existing = {
+            (p.ean, p.stock_code): p
+            for i in range(0, len(pks), IMPORT_CHUNK)
+            for p in Product.objects.filter(pk__in=pks[i : i + IMPORT_CHUNK])
+        }
+        now = timezone.now()
+        new_products = []
+        changed = []
+        for item in items:
+            values = item.values()
+            product = existing.get(item.key)
+            if product is None:
+                new_products.append(
+                    Product(ean=item.ean or "", stock_code=item.stock_code, **values)
+                )
+            else:
+                for name, value in values.items():
+                    setattr(product, name, value)
+                product.updated_at = now
+                changed.append(product)
+        Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)
+        Product.objects.bulk_update(
+            changed, (*VALUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
+        )
+        for i in range(0, len(codes), IMPORT_CHUNK):
+            pending_resolve_for_products(
+                products=Product.objects.filter(stock_code__in=codes[i : i + IMPORT_CHUNK]),
+                by="import",
+            )
+        created, updated = len(new_products), len(changed)
+    return ImportResult(created=created, updated=updated)

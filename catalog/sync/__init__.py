@@ -1,0 +1,15 @@
+"""The product synchronization (operations 1 and 2).
+
+- `service`: `sync_call` (one API call, from its bytes) and `products_sync` (the items, in
+  one transaction), in their named steps;
+- `call`: the caller, the call's facts, the result and the refusal;
+- `rules`: the item limit and repeated keys, checked before anything is read;
+- `resolve`: which product each item names, locked; `changes`: what it changes;
+  `history`: the history rows of those changes; `rows`: the layout of the rows read;
+- `idempotency`: every claim and replay of a retried request;
+- `audit`: the one recorder of every outcome's audit row;
+- `pause`: the pause switch.
+
+Pending keys are recorded and resolved by `catalog.pending`; the catalogue import is
+`catalog.imports`.
+"""

@@ -1,0 +1,176 @@
+"""What a resolved sync changes: the items it applies and those it leaves (stale, unknown), the
+update rows of the products that change, and a dry run's list of field changes."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from catalog.models import Product
+from catalog.schemas import VALUE_FIELDS, ProductItem
+from catalog.sync.call import SyncResult
+from catalog.sync.resolve import Resolution
+from catalog.sync.rows import (
+    POSTED_AT,
+    UNTRACKED_FIELDS,
+    VALUES,
+    all_values,
+    row_pk,
+    row_tracked,
+    tracked_values,
+    untracked_values,
+)
+from core.bulk import select_rows
+
+
+@dataclass
+class Report:
+    """The items of a resolved request sorted by what the sync does with them."""
+
+    applied: list[tuple[ProductItem, tuple]]
+    unknown_keys: list[dict[str, Any]]
+    stale_keys: list[dict[str, Any]]
+    # The position of each item in the request, by the item's identity.
+    index: dict[int, int]
+
+    def result(self, *, received: int, request_id: str | None) -> SyncResult:
+        return SyncResult(
+            success=True,
+            received=received,
+            updated=len(self.applied),
+            unknown=len(self.unknown_keys),
+            request_id=request_id,
+            stale=len(self.stale_keys),
+            unknown_keys=self.unknown_keys,
+            stale_keys=self.stale_keys,
+        )
+
+
+def report(items: Sequence[ProductItem], resolution: Resolution, *, posted_at) -> Report:
+    """Split the matched items into applied and stale, and list the keys not applied.
+
+    Stale: the product holds a later document time (read with the locked rows) than the
+    request's. Equal times apply: they are chunks of one document.
+    """
+    index = {id(item): position for position, item in enumerate(items)}
+    applied, stale = [], []
+    if posted_at is None:
+        applied = resolution.matched
+    else:
+        for pair in resolution.matched:
+            held = pair[1][POSTED_AT]
+            (stale if held is not None and held > posted_at else applied).append(pair)
+    unknown_keys = [
+        {
+            "index": index[id(item)],
+            "stock_code": item.stock_code,
+            "ean": item.ean or "",
+            "reason": str(reason),
+        }
+        for item, reason in resolution.unresolved
+    ]
+    stale_keys = [
+        {"index": index[id(item)], "stock_code": item.stock_code, "ean": item.ean or ""}
+        for item, _ in stale
+    ]
+    unknown_keys.sort(key=operator.itemgetter("index"))
+    stale_keys.sort(key=operator.itemgetter("index"))
+    return Report(applied, unknown_keys, stale_keys, index)
+
+
+def changes(
+    matched: Sequence[tuple[ProductItem, tuple]], *, posted_at
+) -> tuple[list[tuple], list[tuple[ProductItem, tuple]]]:
+    """The update row of every matched product that changes, and the matched pairs whose
+    tracked fields or document time move (their history is `history_rows`).
+
+    Compared as the database compares (decimals by value; an optional field that was not sent,
+    or a request without posted_at, keeps the stored value): a product where nothing would
+    change is neither sent nor written. The rows hold the tracked fields; the other fields are
+    read (already locked) only for the products whose tracked fields and time stay, which a
+    batch of stock levels rarely has. Optional fields that were not sent stay None in the
+    update row and keep their stored value there.
+    """
+    # Compared a whole list at a time (map, compress: the loops run in C); a batch where
+    # nothing changes compares 5000 products.
+    sent = [item.__dict__ for item, _ in matched]
+    rows = [row for _, row in matched]
+    same = list(map(operator.eq, map(tracked_values, sent), map(row_tracked, rows)))
+    if posted_at is not None:
+        same = [
+            equal and posted_at == row[POSTED_AT] for equal, row in zip(same, rows, strict=True)
+        ]
+    kept = list(itertools.compress(map(row_pk, rows), same))
+    if not kept:
+        # The usual batch of new stock levels: every product is written.
+        return [
+            (row[0], *all_values(values)) for values, row in zip(sent, rows, strict=True)
+        ], list(matched)
+    stored = _untracked_stored(kept)
+    olds = map(stored.get, kept)
+    news = map(untracked_values, itertools.compress(sent, same))
+    # A kept product changes when a value sent (not None) differs from the stored one.
+    kept_changes = iter(
+        [
+            old is None
+            or (new != old and not all(n is None or n == o for n, o in zip(new, old, strict=True)))
+            for new, old in zip(news, olds, strict=True)
+        ]
+    )
+    updates: list[tuple] = []
+    moved: list[tuple[ProductItem, tuple]] = []
+    for pair, values, row, tracked_same in zip(matched, sent, rows, same, strict=True):
+        if tracked_same:
+            if not next(kept_changes):
+                continue
+        else:
+            moved.append(pair)
+        updates.append((row[0], *all_values(values)))
+    return updates, moved
+
+
+def _untracked_stored(pks: list[int]) -> dict[int, tuple]:
+    """The stored untracked value fields of these (locked) products, by id."""
+    if not pks:
+        return {}
+    rows = select_rows(Product, ("id", *UNTRACKED_FIELDS), where_in=("id", pks), order_by="id")
+    return {row[0]: row[1:] for row in rows}
+
+
+def field_changes(
+    applied: Iterable[tuple[ProductItem, tuple]], index: dict[int, int]
+) -> list[dict[str, Any]]:
+    """Every stored field the applied items would change, by index then field order.
+
+    Compared as the database compares when it writes (decimals by value, an absent or null
+    optional field kept), from the rows the dry run read with every value field.
+    """
+    found = []
+    for item, row in sorted(applied, key=lambda pair: index[id(pair[0])]):
+        sent = item.__dict__
+        for name, old in zip(VALUE_FIELDS, row[VALUES:], strict=True):
+            new = sent[name]
+            if new is None or new == old:
+                continue
+            found.append(
+                {
+                    "index": index[id(item)],
+                    "stock_code": item.stock_code,
+                    "ean": item.ean or "",
+                    "field": name,
+                    "old": _api_value(old),
+                    "new": _api_value(new),
+                }
+            )
+    return found
+
+
+def _api_value(value: Any) -> Any:
+    """A stored value in the API's types: decimals as JSON numbers, the rest as they are."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value

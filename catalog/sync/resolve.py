@@ -1,0 +1,81 @@
+"""Which product each item names: the products locked in primary-key order and matched by key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from catalog.keys import ProductsByKey
+from catalog.models import PendingProduct, Product
+from catalog.pending import lock_stock_codes
+from catalog.schemas import ProductItem
+from catalog.sync.rows import READ
+from core.bulk import select_rows
+from core.problems import Problem
+
+
+@dataclass
+class Resolution:
+    matched: list[tuple[ProductItem, tuple]] = field(default_factory=list)
+    unresolved: list[tuple[ProductItem, str]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def resolve(items: Sequence[ProductItem], *, read: Sequence[str] = READ) -> Resolution:
+    """Match each item to its product, locking the products in primary-key order."""
+    # The rows are locked in primary-key order, so overlapping batches queue instead of
+    # deadlocking.
+    rows = locked_products({item.stock_code for item in items}, read)
+    products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
+    found = [products.candidates(item.ean, item.stock_code) for item in items]
+    unknown_codes = {
+        item.stock_code for item, candidates in zip(items, found, strict=True) if not candidates
+    }
+    if unknown_codes:
+        # The statement above saw the catalogue as it was when it started. A product created
+        # while it waited for a row lock (by an import, in the admin) exists now, and its
+        # creation found no pending key of this batch to resolve: look again, so the batch
+        # applies to it (the serial order "creation, then this batch"). The stock codes'
+        # lock is taken first and held to the end: a creation still under way finishes before
+        # the second look (and is seen by it), or waits until this batch's pending keys are
+        # committed (and then resolves them).
+        lock_stock_codes(unknown_codes, shared=True)
+        fresh = {row[0]: row for row in locked_products(unknown_codes, read)}
+        if fresh.keys() - {row[0] for row in rows}:
+            rows = [row for row in rows if row[0] not in fresh] + list(fresh.values())
+            products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
+            found = [products.candidates(item.ean, item.stock_code) for item in items]
+
+    resolution = Resolution()
+    claimed_by: dict[int, int] = {}
+    for index, (item, candidates) in enumerate(zip(items, found, strict=True)):
+        if not candidates:
+            resolution.unresolved.append((item, PendingProduct.Reason.UNKNOWN))
+        elif len(candidates) > 1:
+            resolution.unresolved.append((item, PendingProduct.Reason.AMBIGUOUS))
+        else:
+            row = candidates[0]
+            other = claimed_by.setdefault(row[0], index)
+            if other != index:
+                resolution.problems.append(
+                    Problem(
+                        loc=("products", index, "stock_code"),
+                        msg=f"Item {index} resolves to the same product as item {other}",
+                        type="duplicate_key",
+                        input=item.stock_code,
+                        ctx={"indexes": [other, index]},
+                    )
+                )
+            resolution.matched.append((item, row))
+    return resolution
+
+
+def locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
+    """The products with these stock codes (id, key, the `read` fields), locked in id order."""
+    return select_rows(
+        Product,
+        ("id", "ean", "stock_code", *read),
+        where_in=("stock_code", stock_codes),
+        order_by="id",
+        lock=True,
+    )

@@ -1,0 +1,96 @@
+"""The request rules of a sync checked before anything is read: the item limit and repeated
+keys (the import checks repeated keys too), and the problem of a single item's unresolved key."""
+
+from __future__ import annotations
+
+import operator
+from collections import defaultdict
+from collections.abc import Sequence
+
+from django.conf import settings
+
+from catalog.models import PendingProduct
+from catalog.schemas import ProductItem
+from core.problems import Problem
+
+_ean = operator.attrgetter("ean")
+_stock_code = operator.attrgetter("stock_code")
+
+
+def sync_max_items() -> int:
+    """Items per request: the smaller of the sync and catalogue-sync maxima."""
+    return min(settings.SYNC_MAX_ITEMS, settings.CATALOG_SYNC_MAX_ITEMS)
+
+
+def sync_limit_problem(count: int) -> Problem | None:
+    """The problem of a batch of `count` items, if it has more than a request may carry."""
+    limit = sync_max_items()
+    if count <= limit:
+        return None
+    return Problem(
+        loc=("products",),
+        msg=f"At most {limit} items per request; got {count}",
+        type="too_long",
+        ctx={"max_length": limit, "actual_length": count},
+    )
+
+
+def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
+    """A problem for every item whose key another item of the batch has too."""
+    # item.key of every item, without a property call each.
+    eans = [ean or "" for ean in map(_ean, items)]
+    keys = list(zip(eans, map(_stock_code, items), strict=True))
+    if len(set(keys)) == len(keys):
+        return []
+    positions: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, key in enumerate(keys):
+        positions[key].append(index)
+    problems = []
+    for (ean, stock_code), indexes in positions.items():
+        if len(indexes) < 2:
+            continue
+        for index in indexes:
+            problems.append(
+                Problem(
+                    loc=("products", index, "stock_code"),
+                    msg=(
+                        f"Duplicate key (ean={ean!r}, stock_code={stock_code!r}) at items {indexes}"
+                    ),
+                    type="duplicate_key",
+                    input=stock_code,
+                    ctx={"indexes": indexes, "ean": ean, "stock_code": stock_code},
+                )
+            )
+    problems.sort(key=lambda p: p.loc[1])
+    return problems
+
+
+def request_problems(items: Sequence[ProductItem], *, single: bool) -> list[Problem]:
+    """The batch's problems found without reading anything: too many items, repeated keys."""
+    if single:
+        return []
+    too_many = sync_limit_problem(len(items))
+    return [too_many] if too_many else duplicate_key_problems(items)
+
+
+def unresolved_problem(item: ProductItem, reason: str) -> Problem:
+    """Why a single item with an unknown or ambiguous key is refused."""
+    if reason == PendingProduct.Reason.AMBIGUOUS:
+        return Problem(
+            loc=("stock_code",),
+            msg=(
+                f"stock_code {item.stock_code!r} matches more than one product; "
+                "send the EAN to choose one. The key was recorded for staff."
+            ),
+            type="ambiguous_key",
+            input=item.stock_code,
+        )
+    return Problem(
+        loc=("ean", "stock_code") if item.ean else ("stock_code",),
+        msg=(
+            f"No product with key (ean={item.ean or ''!r}, stock_code={item.stock_code!r}); "
+            "the key was recorded as a pending product for staff."
+        ),
+        type="unknown_key",
+        input=item.stock_code,
+    )

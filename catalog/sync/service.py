@@ -1,0 +1,333 @@
+"""The product sync's service: one call of operation 1 or 2, from its bytes to its result.
+
+`sync_call` is what the API calls: a replay of the exact bytes, else the body read (by the
+caller's reader), a replay of a retry validation alone would refuse, else `products_sync`.
+`products_sync` applies validated items in one transaction, in the named steps of
+`_sync_attempt`. Every outcome leaves its one audit row through `catalog.sync.audit`; a
+refusal's row is left by whoever answers it, with the status it answers.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.models import Product, ProductHistory, SyncAudit, SyncControl
+from catalog.pending import pending_close_for_synced, pending_record
+from catalog.reservations import reservations_consume
+from catalog.schemas import OPTIONAL_FIELDS, VALUE_FIELDS, ProductItem, SyncContext
+from catalog.sync import audit, idempotency
+from catalog.sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
+from catalog.sync.changes import changes, field_changes, report
+from catalog.sync.history import HISTORY_FIELDS, history_from_table, history_rows
+from catalog.sync.pause import PAUSED_MESSAGE, sync_paused
+from catalog.sync.resolve import Resolution, resolve
+from catalog.sync.rows import DRY_RUN_READ, READ
+from catalog.sync.rules import request_problems, unresolved_problem
+from core.bulk import bulk_insert_rows, bulk_update_rows, uses_copy
+from core.problems import Problem
+from core.retry import run_with_retry
+
+
+@dataclass(frozen=True)
+class SyncBody:
+    """A sync request's body as its reader found it."""
+
+    # The decoded JSON, whatever it is.
+    data: Any
+    # The validated request (`products`, or a single item's fields, with `request_id` and
+    # `sync_context`); None when there are problems.
+    payload: Any
+    # Every problem of the request, query and body, with its whole location.
+    problems: list[Problem]
+    # What the audit row names, as far as the body says it validly.
+    request_id: str | None = None
+    context: SyncContext | None = None
+    received: int = 0
+
+
+@dataclass(frozen=True)
+class SyncInput:
+    """One call of operation 1 or 2 as the API hands it over, before its body is read."""
+
+    call: SyncCall
+    dry_run: bool
+    # The body's exact bytes when a retry of them may be replayed (JSON, within the size
+    # limits, a real call); None otherwise.
+    raw: bytes | None
+    # Decodes and validates the body; raises when it is not JSON.
+    read_body: Callable[[], SyncBody]
+
+
+def sync_call(request: SyncInput) -> SyncResult:
+    """Answer one sync call: a replay of an applied request, or the sync of its items.
+
+    Raises `ItemsRefused` (with the call's facts for its audit row) when the request or its
+    items break a rule.
+    """
+    call = request.call
+    raw_hash = idempotency.raw_body_hash(request.raw) if request.raw is not None else None
+    if raw_hash is not None:
+        # Before the body is parsed or validated: a replay costs hashing and one indexed query.
+        replayed = idempotency.replay_by_raw_body(call, raw_hash=raw_hash)
+        if replayed is not None:
+            return replayed
+    body = request.read_body()
+    call = replace(call, request_id=body.request_id, context=body.context, received=body.received)
+    if body.problems:
+        # A retry of an applied request is its original answer, even when the retry's spelling
+        # (an EAN re-serialised as 4.006381333931e12) would be refused afresh. (Not for a dry
+        # run, nor when the query itself is wrong: those are refused.)
+        if (
+            not request.dry_run
+            and call.request_id is not None
+            and all(p.loc[:1] == ("body",) for p in body.problems)
+        ):
+            replayed = idempotency.replay_of_applied(
+                call, body_hash=idempotency.body_hash(body.data)
+            )
+            if replayed is not None:
+                return replayed
+        raise RequestRefused(body.problems, call=call)
+    payload = body.payload
+    return products_sync(
+        items=payload.products if not call.single else [payload],
+        request_id=payload.request_id,
+        context=payload.sync_context,
+        client=call.client,
+        single=call.single,
+        # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
+        body_hash=idempotency.body_hash(body.data) if payload.request_id is not None else None,
+        started=call.started,
+        raw_body_hash=raw_hash if payload.request_id is not None else None,
+        dry_run=request.dry_run,
+    )
+
+
+@dataclass(frozen=True)
+class _Sync:
+    """One call of `products_sync`, as each of its steps sees it."""
+
+    call: SyncCall
+    items: Sequence[ProductItem]
+    context: SyncContext | None
+    body_hash: str | None
+    # sha256 of the request's exact bytes, kept with the stored result (replay_by_raw_body).
+    raw_body_hash: str | None
+    # Answer what the call would do, write nothing but the audit row.
+    dry_run: bool
+    now: Any = None
+
+    @property
+    def request_id(self) -> str | None:
+        return self.call.request_id
+
+    @property
+    def posted_at(self):
+        """When the stock document was posted, if the request says so."""
+        return self.context.posted_at if self.context is not None else None
+
+    def audit(self, outcome: str, **counts: int) -> SyncAudit:
+        return audit.record(self.call, outcome, **counts)
+
+
+def products_sync(
+    *,
+    items: Sequence[ProductItem],
+    request_id: str | None,
+    context: SyncContext | None,
+    client: SyncClient,
+    single: bool,
+    body_hash: str | None,
+    started: float,
+    raw_body_hash: str | None = None,
+    dry_run: bool = False,
+) -> SyncResult:
+    """Apply absolute stock levels, prices and catalogue fields sent by the partner system.
+
+    One transaction: either every known item is applied, its changes kept as history and its
+    unknown keys recorded as pending, or nothing is. A retry of an applied request (same key,
+    request_id and body) replays the stored result instead of applying it again. For a
+    `single` item an unknown or ambiguous key is refused (after being recorded). Too many
+    items or a repeated key are refused before anything is read. An item whose product holds a
+    later document time (`context.posted_at`) than the request's is stale: not applied.
+
+    A `dry_run` goes the same way and answers the same, plus the field changes the call would
+    make, but writes nothing except its audit row.
+    """
+    call = SyncCall(client, single, started, request_id, context, received=len(items))
+    problems = request_problems(items, single=single)
+    if problems:
+        raise ItemsRefused(problems, call=call)
+    request = _Sync(call, items, context, body_hash, raw_body_hash, dry_run)
+    result = run_with_retry(lambda: _sync_attempt(replace(request, now=timezone.now())))
+    if isinstance(result, Problem):
+        # Raised only after the commit: the pending key must survive.
+        raise ItemsRefused([result], call=call, unknown=1)
+    return result
+
+
+def _sync_attempt(request: _Sync) -> SyncResult | Problem:
+    """One transaction of the sync, in its named steps; a single item's unresolved key is
+    answered with its problem (recorded, then refused)."""
+    with transaction.atomic():
+        control = sync_paused()
+        if control is not None:
+            # The answer to a retry of an applied request is its original answer, paused or not.
+            stored = (
+                idempotency.stored_result(
+                    request.call, body_hash=request.body_hash, now=request.now
+                )
+                if request.request_id is not None and not request.dry_run
+                else None
+            )
+            if stored is not None:
+                return idempotency.replay_stored(request.call, stored)
+            return _paused(request, control)
+        claim_id, replayed = _claim_or_replay(request)
+        if replayed is not None:
+            return replayed
+        resolution = resolve(request.items, read=DRY_RUN_READ if request.dry_run else READ)
+        if resolution.problems:
+            raise ItemsRefused(resolution.problems, call=request.call)
+        if request.call.single and resolution.unresolved:
+            return _unknown_single_item(request, resolution, claim_id=claim_id)
+        if request.dry_run:
+            return _dry_run(request, resolution)
+        result = _apply(request, resolution)
+        if claim_id is not None:
+            idempotency.keep_result(
+                claim_id,
+                result,
+                raw_hash=request.raw_body_hash,
+                context_columns=audit.sync_context_columns(request.context)
+                if request.context
+                else None,
+            )
+        return result
+
+
+def _paused(request: _Sync, control: SyncControl) -> SyncResult:
+    request.audit(SyncAudit.Outcome.PAUSED)
+    reason = f" Reason: {control.reason}" if control.reason else ""
+    return SyncResult(
+        success=False,
+        received=len(request.items),
+        updated=0,
+        unknown=0,
+        request_id=request.request_id,
+        message=PAUSED_MESSAGE + reason,
+        dry_run=request.dry_run,
+    )
+
+
+def _claim_or_replay(request: _Sync) -> tuple[int | None, SyncResult | None]:
+    """Claim the request's id for this call, or the stored result of an identical earlier one."""
+    if request.request_id is None:
+        return None, None
+    if request.dry_run:
+        # A dry run claims nothing: a later real call with the same request_id is applied.
+        stored = idempotency.stored_result(
+            request.call, body_hash=request.body_hash, now=request.now
+        )
+        if stored is None:
+            return None, None
+        result = replace(SyncResult.from_stored(stored), dry_run=True)
+        request.audit(
+            SyncAudit.Outcome.DRY_RUN,
+            updated=result.updated,
+            unknown=result.unknown,
+            stale=result.stale,
+        )
+        return None, result
+    claim_id, stored = idempotency.claim_or_stored(
+        request.call, body_hash=request.body_hash, now=request.now
+    )
+    if claim_id is not None:
+        return claim_id, None
+    return None, idempotency.replay_stored(request.call, stored)
+
+
+def _unknown_single_item(
+    request: _Sync, resolution: Resolution, *, claim_id: int | None
+) -> Problem:
+    """The key is refused, but staff still need to see it: record it, keep the claim out."""
+    if claim_id is not None:
+        idempotency.release_claim(claim_id)
+    item, reason = resolution.unresolved[0]
+    if not request.dry_run:
+        pending_record(
+            resolution.unresolved,
+            request_id=request.request_id,
+            now=request.now,
+            posted_at=request.posted_at,
+        )
+    return unresolved_problem(item, reason)
+
+
+def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
+    """Write the applied products, their history and the pending keys; audit it."""
+    now = request.now
+    posted_at = request.posted_at
+    found = report(request.items, resolution, posted_at=posted_at)
+    updates, moved = changes(found.applied, posted_at=posted_at)
+    audit_row = request.audit(
+        SyncAudit.Outcome.APPLIED,
+        updated=len(found.applied),
+        unknown=len(found.unknown_keys),
+        stale=len(found.stale_keys),
+    )
+    history = {"audit": audit_row.pk, "changed_at": now, "source": "sync", "posted_at": posted_at}
+    # Many rows: the database writes the history from the old and new values side by side,
+    # without sending every changed value back and forth.
+    in_sql = uses_copy(updates)
+    bulk_update_rows(
+        Product,
+        VALUE_FIELDS,
+        updates,
+        # A request without posted_at leaves the stored one as it is (a manual override).
+        keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
+        changed_only=(*VALUE_FIELDS, "posted_at"),
+        constants={"posted_at": posted_at, "updated_at": now},
+        before=functools.partial(history_from_table, constants=history) if in_sql else None,
+    )
+    if not in_sql:
+        bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
+    # Every applied product, changed or not: its figures from this document time on include
+    # the orders the partner system booked by then.
+    reservations_consume(
+        product_ids=[row[0] for _, row in found.applied],
+        document_time=posted_at or now,
+        audit_id=audit_row.pk,
+        now=now,
+    )
+    # Before recording this batch's own unresolved keys, which must stay open.
+    pending_close_for_synced(
+        matched=[(item.ean, item.stock_code, row[0]) for item, row in found.applied if item.ean],
+        now=now,
+    )
+    pending_record(
+        resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
+    )
+    return found.result(received=len(request.items), request_id=request.request_id)
+
+
+def _dry_run(request: _Sync, resolution: Resolution) -> SyncResult:
+    """What `_apply` would do, with each field change it would make; only the audit is written."""
+    found = report(request.items, resolution, posted_at=request.posted_at)
+    request.audit(
+        SyncAudit.Outcome.DRY_RUN,
+        updated=len(found.applied),
+        unknown=len(found.unknown_keys),
+        stale=len(found.stale_keys),
+    )
+    return replace(
+        found.result(received=len(request.items), request_id=request.request_id),
+        dry_run=True,
+        changes=field_changes(found.applied, found.index),
+    )

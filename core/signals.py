@@ -1,0 +1,19 @@
+"""Events the domain announces and others may listen to (monitoring counts them).
+
+The domain apps send these; they import nothing of who listens. `monitoring` connects its
+receivers in its AppConfig.ready, so a domain app never imports `monitoring`.
+"""
+
+from django.dispatch import Signal
+
+# One sync call was recorded (its audit row committed): endpoint (the audit's value), outcome
+# (the audit's value), duration (seconds), updated, unknown, stale (item counts).
+sync_call_recorded = Signal()
+
+# One acknowledgement call was answered: result ("acknowledged", "repeated", "conflict",
+# "not_found").
+acknowledgement_recorded = Signal()
+
+# What became of an order changed (not a repeat of its status): status (the new one), by
+# ("shop" or "partner").
+order_status_changed = Signal()
