@@ -1,5 +1,5 @@
 """Reference connector: pushes posted stock documents of the partner system to the service,
-pulls the orders waiting for it and acknowledges them.
+pulls the orders waiting for it, acknowledges them and reports what became of them.
 
 It follows the interface's connector rules (when to call, how to chunk, which request_id and
 sync_context to send, how responses decide a document's sync status) and needs nothing but the
@@ -8,6 +8,7 @@ the partner system's side of the interface.
 """
 
 from connector.document import Document, DocumentInvalid, DocumentNotPosted, load_document
+from connector.order_status import StatusResult, orders_report_status
 from connector.orders import AckResult, PullResult, orders_acknowledge, orders_pull
 from connector.push import ChunkResult, PushResult, SyncStatus, push_document
 from connector.transport import HttpTransport, Reply, Transport, TransportError
@@ -22,11 +23,13 @@ __all__ = [
     "PullResult",
     "PushResult",
     "Reply",
+    "StatusResult",
     "SyncStatus",
     "Transport",
     "TransportError",
     "load_document",
     "orders_acknowledge",
     "orders_pull",
+    "orders_report_status",
     "push_document",
 ]

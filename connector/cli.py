@@ -1,13 +1,14 @@
-"""Command line: `python -m connector push DOCUMENT`, `orders pull --out DIR`, `orders ack FILE`.
+"""Command line: `python -m connector push DOCUMENT`, `orders pull --out DIR`, `orders ack FILE`,
+`orders status FILE`.
 
 Exit status of `push`: 0 synced, 1 partial, 3 failed, 4 unchanged (no answer or key refused:
 push again later), 2 the document or the command line is wrong (a draft, an invalid row, a
 missing key).
 
-Exit status of `orders pull` and `orders ack`: 0 done; 1 (ack) some orders need a person (a
-conflict, an unknown order, a refused line); 2 the file or the command line is wrong (nothing
-was sent); 3 (pull) the service refused the poll; 4 not finished (no answer after every retry,
-or the key was refused): run it again later, which is safe.
+Exit status of `orders pull`, `orders ack` and `orders status`: 0 done; 1 (ack, status) some
+orders need a person (a conflict, an unknown order, a refused line); 2 the file or the command
+line is wrong (nothing was sent); 3 (pull) the service refused the poll; 4 not finished (no
+answer after every retry, or the key was refused): run it again later, which is safe.
 """
 
 from __future__ import annotations
@@ -23,11 +24,17 @@ from pathlib import Path
 from typing import TextIO
 
 from connector.document import DocumentInvalid, DocumentNotPosted, load_document, parse_document
+from connector.order_status import (
+    PARTNER_REPORTED_STATUSES,
+    StatusLineResult,
+    orders_report_status,
+    parse_status_file,
+)
 from connector.orders import (
     DEFAULT_PAGE_SIZE,
     PAGE_SIZE_MAX,
-    AckFileInvalid,
     AckLineResult,
+    FileInvalid,
     Outcome,
     orders_acknowledge,
     orders_pull,
@@ -125,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m connector",
         description=(
             "Reference connector of the partner system: pushes posted stock documents, "
-            "pulls pending orders and acknowledges them."
+            "pulls pending orders, acknowledges them and reports what became of them."
         ),
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -163,8 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     orders = commands.add_parser(
         "orders",
-        help="take the orders waiting for the partner system, acknowledge them",
-        description="Pull pending orders into files; acknowledge them from a CSV.",
+        help="take the orders waiting for the partner system, acknowledge them, report them",
+        description=(
+            "Pull pending orders into files; acknowledge them from a CSV; report what became "
+            "of them from a CSV."
+        ),
     )
     order_commands = orders.add_subparsers(dest="orders_command", required=True)
     pull = order_commands.add_parser(
@@ -191,8 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="acknowledge the orders of a CSV of order_id,partner_reference",
         description=(
             "Acknowledge each line of a CSV with the columns order_id and partner_reference "
-            "(an order_number column and others may stand beside them), as the ERP's import "
-            "produces it. Exit status: 0 every order acknowledged (first time or repeat), "
+            "(an order_number column, a stock_booked_at column - from when the ERP's stock "
+            "figures count the order, an ISO 8601 date-time - and others may stand beside "
+            "them), as the ERP's import produces it. Exit status: 0 every order acknowledged (first time or repeat), "
             "1 some orders need a person (conflict, not found, refused), 4 not finished (no "
             "answer or key refused: run it again later, repeats are harmless), 2 invalid file "
             "or usage (nothing sent)."
@@ -200,6 +211,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ack.add_argument("file", help="CSV file, or - for standard input")
     _service_options(ack)
+    status = order_commands.add_parser(
+        "status",
+        help="report what became of orders from a CSV of order_id,status,...",
+        description=(
+            "Report each line of a CSV with the columns order_id and status ("
+            + ", ".join(PARTNER_REPORTED_STATUSES)
+            + ") and optionally changed_at (ISO 8601 date-time), carrier, tracking_number, "
+            "tracking_url, order_number, in the file's order; an empty cell sends nothing. "
+            "A status the order already has is a repeat (only its tracking fields are "
+            "replaced); one the order has moved past is reported as past. Exit status: 0 "
+            "every line done (changed, repeat or past), 1 some orders need a person "
+            "(conflict, not acknowledged, not found, refused), 4 not finished (no answer or "
+            "key refused: run it again later, repeats are harmless), 2 invalid file or usage "
+            "(nothing sent)."
+        ),
+    )
+    status.add_argument("file", help="CSV file, or - for standard input")
+    _service_options(status)
     return parser
 
 
@@ -232,6 +261,8 @@ def main(
     if args.command == "orders":
         if args.orders_command == "pull":
             return _orders_pull(args, transport, io, usage)
+        if args.orders_command == "status":
+            return _orders_status(args, transport, io, usage)
         return _orders_ack(args, transport, io, usage)
     return _push(args, transport, io, usage)
 
@@ -349,27 +380,39 @@ def _orders_pull(args, transport: Transport, io: _IO, usage) -> int:
 
 
 def _orders_ack(args, transport: Transport, io: _IO, usage) -> int:
+    return _orders_file(
+        args, transport, io, usage, parse_ack_file, orders_acknowledge, "acknowledge"
+    )
+
+
+def _orders_status(args, transport: Transport, io: _IO, usage) -> int:
+    return _orders_file(
+        args, transport, io, usage, parse_status_file, orders_report_status, "status"
+    )
+
+
+def _orders_file(args, transport: Transport, io: _IO, usage, parse, send, label: str) -> int:
+    """Read the ERP's CSV (every problem before anything is sent), then send its lines one by
+    one with progress and retries; the summary, the status file and the exit status."""
     try:
         text = io.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
-        lines = parse_ack_file(text)
+        lines = parse(text)
     except (OSError, UnicodeDecodeError) as exc:
         return usage(f"cannot read {args.file}: {exc}")
-    except AckFileInvalid as exc:
+    except FileInvalid as exc:
         shown = "\n  ".join(exc.problems[:20])
         more = f"\n  (+{len(exc.problems) - 20} more)" if len(exc.problems) > 20 else ""
         return usage(f"{args.file}: nothing was sent:\n  {shown}{more}")
     client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
     show_progress = io.stderr.isatty() if args.progress is None else args.progress
-    bar = (
-        _progress_bar(len(lines), "acknowledge", io.stderr, unit="order") if show_progress else None
-    )
+    bar = _progress_bar(len(lines), label, io.stderr, unit="order") if show_progress else None
 
-    def on_line(outcome: AckLineResult) -> None:
+    def on_line(outcome: AckLineResult | StatusLineResult) -> None:
         if bar is not None:
             bar.update(1)
 
     try:
-        result = orders_acknowledge(lines, client=client, on_line=on_line)
+        result = send(lines, client=client, on_line=on_line)
     finally:
         if bar is not None:
             bar.close()

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from connector.client import Call, RetriesExhausted, ServiceClient, json_body
+from connector.document import POSTED_AT_FORMAT
 
 ORDERS_PATH = "/api/v1/partner/orders"
 ACKNOWLEDGE_PATH = "/api/v1/partner/orders/{order_id}/acknowledge"
@@ -56,12 +57,16 @@ class Outcome(StrEnum):
     UNFINISHED = "unfinished"
 
 
-class AckFileInvalid(ValueError):
-    """The acknowledgement file cannot be used; nothing was sent. `problems` names each line."""
+class FileInvalid(ValueError):
+    """The ERP's file cannot be used; nothing was sent. `problems` names each line."""
 
     def __init__(self, problems: list[str]):
         super().__init__("; ".join(problems[:10]))
         self.problems = problems
+
+
+# The acknowledgement file's name for it.
+AckFileInvalid = FileInvalid
 
 
 def order_file_name(order_number: str) -> str:
@@ -175,7 +180,7 @@ def orders_pull(
             or not isinstance(data.get("orders"), list)
         ):
             result.outcome = Outcome.UNFINISHED if reply.status in (401, 403) else Outcome.REFUSED
-            result.reason = f"{call.label}: refused with HTTP {reply.status}: {_detail(data)}"
+            result.reason = f"{call.label}: refused with HTTP {reply.status}: {detail_text(data)}"
             return result
         result.pages += 1
         for order in data["orders"]:
@@ -204,6 +209,8 @@ class AckLine:
     order_id: int
     partner_reference: str
     order_number: str = ""
+    # From when the ERP's stock figures count the order (ISO 8601 date-time); "" for none.
+    stock_booked_at: str = ""
 
     @property
     def label(self) -> str:
@@ -297,17 +304,10 @@ class AckResult:
 
 def parse_ack_file(text: str) -> list[AckLine]:
     """The lines of an acknowledgement CSV: a header with `order_id` and `partner_reference`
-    (an `order_number` column and any other column may stand beside them), then one order per
-    line. Comma or semicolon separated. Every problem is collected; AckFileInvalid lists them."""
-    text = text.removeprefix("\ufeff")
-    first = text.split("\n", 1)[0]
-    delimiter = ";" if first.count(";") > first.count(",") else ","
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header = [name.strip() for name in reader.fieldnames or []]
-    missing = [name for name in ("order_id", "partner_reference") if name not in header]
-    if missing:
-        raise AckFileInvalid([f"the header has no column {', '.join(missing)}"])
-    reader.fieldnames = header
+    (an `order_number`, a `stock_booked_at` and any other column may stand beside them), then
+    one order per line. Comma or semicolon separated. Every problem is collected;
+    AckFileInvalid lists them."""
+    reader = csv_reader(text, required=("order_id", "partner_reference"))
     problems: list[str] = []
     lines: list[AckLine] = []
     seen: dict[int, AckLine] = {}
@@ -329,7 +329,13 @@ def parse_ack_file(text: str) -> list[AckLine]:
                 f"line {number}: partner_reference is longer than {PARTNER_REFERENCE_MAX}"
             )
             continue
-        line = AckLine(number, int(raw_id), reference, order_number)
+        booked_at = (row.get("stock_booked_at") or "").strip()
+        if booked_at and not POSTED_AT_FORMAT.fullmatch(booked_at):
+            problems.append(
+                f"line {number}: stock_booked_at {booked_at!r} is not an ISO 8601 date-time"
+            )
+            continue
+        line = AckLine(number, int(raw_id), reference, order_number, booked_at)
         earlier = seen.get(line.order_id)
         if earlier is not None:
             if earlier.partner_reference != reference:
@@ -345,6 +351,21 @@ def parse_ack_file(text: str) -> list[AckLine]:
     return lines
 
 
+def csv_reader(text: str, *, required: tuple[str, ...]) -> csv.DictReader:
+    """A reader of an ERP's CSV: comma or semicolon separated, a BOM dropped, the header's
+    names stripped; FileInvalid when a `required` column is missing."""
+    text = text.removeprefix("\ufeff")
+    first = text.split("\n", 1)[0]
+    delimiter = ";" if first.count(";") > first.count(",") else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    header = [name.strip() for name in reader.fieldnames or []]
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise FileInvalid([f"the header has no column {', '.join(missing)}"])
+    reader.fieldnames = header
+    return reader
+
+
 def orders_acknowledge(
     lines: list[AckLine],
     *,
@@ -358,7 +379,10 @@ def orders_acknowledge(
             "POST",
             ACKNOWLEDGE_PATH.format(order_id=line.order_id),
             line.label,
-            json.dumps({"partner_reference": line.partner_reference}).encode(),
+            json.dumps(
+                {"partner_reference": line.partner_reference}
+                | ({"stock_booked_at": line.stock_booked_at} if line.stock_booked_at else {})
+            ).encode(),
         )
         outcome = AckLineResult(line=line, status=AckStatus.NO_ANSWER)
         try:
@@ -377,16 +401,18 @@ def orders_acknowledge(
                 outcome.status = AckStatus.CONFLICT
                 stored = data.get("partner_reference") if isinstance(data, dict) else None
                 outcome.stored_reference = stored if isinstance(stored, str) else None
-                outcome.message = _detail(data)
+                outcome.message = detail_text(data)
             elif reply.status == 404:
                 outcome.status = AckStatus.NOT_FOUND
                 outcome.message = "no such order for the partner system"
             elif reply.status in (401, 403):
                 outcome.status = AckStatus.NOT_SENT
-                result.reason = f"the API key was refused ({_detail(data)}); nothing more was sent"
+                result.reason = (
+                    f"the API key was refused ({detail_text(data)}); nothing more was sent"
+                )
             else:
                 outcome.status = AckStatus.REFUSED
-                outcome.message = f"refused with HTTP {reply.status}: {_detail(data)}"
+                outcome.message = f"refused with HTTP {reply.status}: {detail_text(data)}"
         result.lines.append(outcome)
         if on_line is not None:
             on_line(outcome)
@@ -398,7 +424,7 @@ def orders_acknowledge(
     return result
 
 
-def _detail(data: Any) -> str:
+def detail_text(data: Any) -> str:
     if isinstance(data, dict):
         detail = data.get("detail")
         if isinstance(detail, str):

@@ -13,3 +13,7 @@ sync_call_recorded = Signal()
 # One acknowledgement call was answered: result ("acknowledged", "repeated", "conflict",
 # "not_found").
 acknowledgement_recorded = Signal()
+
+# What became of an order changed (not a repeat of its status): status (the new one), by
+# ("shop" or "partner").
+order_status_changed = Signal()

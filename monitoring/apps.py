@@ -15,3 +15,6 @@ class MonitoringConfig(AppConfig):
         signals.acknowledgement_recorded.connect(
             metrics.record_acknowledgement, dispatch_uid="acknowledgement-metrics"
         )
+        signals.order_status_changed.connect(
+            metrics.record_order_status_change, dispatch_uid="order-status-metrics"
+        )

@@ -145,8 +145,9 @@ def record_order_placement(result: str) -> None:
     ORDERS_PLACED.labels(result=result).inc()
 
 
-def record_order_status_change(*, status: str, by: str) -> None:
-    """Count one change of what became of an order (not a repeat of the current status)."""
+def record_order_status_change(sender=None, *, status: str, by: str, **signal) -> None:
+    """Count one change of what became of an order (not a repeat of the current status;
+    `core.signals.order_status_changed`)."""
     ORDER_STATUS_CHANGES.labels(status=status, by=by).inc()
 
 

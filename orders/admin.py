@@ -2,10 +2,15 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from catalog.admin import ReadOnlyInlinesMixin, ReservationOfOrderInline
+from catalog.admin import ReadOnlyInline, ReadOnlyInlinesMixin, ReservationOfOrderInline
 from core.display import admin_decimal, money
-from orders.models import CUSTOMER_COLUMNS, Order, OrderItem
-from orders.services import orders_clear_acknowledgement, orders_hand_to_partner
+from orders.models import CUSTOMER_COLUMNS, Order, OrderItem, OrderStatusChange
+from orders.services import (
+    order_status_set_by_staff,
+    orders_clear_acknowledgement,
+    orders_hand_to_partner,
+)
+from orders.states import STATUS_TRANSITIONS, effective_status
 
 PartnerStatus = Order.PartnerStatus
 
@@ -27,6 +32,26 @@ class OrderItemInline(admin.TabularInline):
         return False
 
 
+class OrderStatusChangeInline(ReadOnlyInline):
+    """The order's history: who moved it (shop, partner system or staff), when, from what to
+    what. Written only by the services; nobody edits it."""
+
+    model = OrderStatusChange
+    verbose_name_plural = "status history"
+    fields = ("changed_at", "recorded_at", "who", "field", "change", "detail")
+    readonly_fields = fields
+    ordering = ("recorded_at", "id")
+
+    @admin.display(description="who")
+    def who(self, change: OrderStatusChange) -> str:
+        actor = change.get_by_display()
+        return f"{actor} ({change.by_name})" if change.by_name else actor
+
+    @admin.display(description="from → to")
+    def change(self, change: OrderStatusChange) -> str:
+        return f"{change.old_value or '—'} → {change.new_value or '—'}"
+
+
 @admin.register(Order)
 class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     # Within a 1400-pixel window; the acknowledgement time is on the order's page.
@@ -38,12 +63,19 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "status",
         "partner_sync_status",
         "partner_reference",
+        "tracking_number",
     )
     list_filter = ("partner_sync_status", "status", "created_at")
-    search_fields = ("order_number", "customer_name", "customer_email", "partner_reference")
+    search_fields = (
+        "order_number",
+        "customer_name",
+        "customer_email",
+        "partner_reference",
+        "tracking_number",
+    )
     date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")
-    inlines = (OrderItemInline, ReservationOfOrderInline)
+    inlines = (OrderItemInline, ReservationOfOrderInline, OrderStatusChangeInline)
     actions = ("hand_to_partner", "clear_acknowledgement")
     # The partner state changes only through the acknowledgement and the actions, which leave
     # a trace; a hand edit would not.
@@ -58,9 +90,23 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "acknowledged_at",
         "partner_status_changed_by",
         "partner_status_changed_at",
+        "status_changed_at",
+        "next_statuses",
     )
     fieldsets = (
-        (None, {"fields": ("order_number", "created_at", "status")}),
+        (None, {"fields": ("order_number", "created_at", "status", "source")}),
+        (
+            "What became of it",
+            {
+                "fields": (
+                    "status_changed_at",
+                    "next_statuses",
+                    "carrier",
+                    "tracking_number",
+                    "tracking_url",
+                )
+            },
+        ),
         (
             "Customer",
             {"fields": CUSTOMER_COLUMNS},
@@ -90,6 +136,26 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     @admin.display(description="total", ordering="total")
     def total_display(self, obj: Order) -> str:
         return f"{money(obj.total)} {obj.currency}"
+
+    @admin.display(description="the partner system may report next")
+    def next_statuses(self, obj: Order) -> str:
+        targets = STATUS_TRANSITIONS[effective_status(obj.status)]
+        return ", ".join(sorted(targets)) or "nothing (final)"
+
+    def get_readonly_fields(self, request, obj=None):
+        # Where the order came from is decided when it is stored.
+        fields = super().get_readonly_fields(request, obj)
+        return (*fields, "source") if obj is not None else fields
+
+    def save_model(self, request, obj, form, change):
+        if change and "status" in form.changed_data:
+            # A hand edit of the status leaves a trace in the history, as every other move.
+            new_status = obj.status
+            obj.status = form.initial.get("status", obj.status)
+            super().save_model(request, obj, form, change)
+            order_status_set_by_staff(order=obj, status=new_status, by=request.user.get_username())
+            return
+        super().save_model(request, obj, form, change)
 
     @admin.action(
         description="Hand selected orders to the partner system (pending partner)",

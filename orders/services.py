@@ -10,7 +10,7 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.reservations import reservations_book, reservations_unbook
+from catalog.reservations import reservations_book, reservations_release, reservations_unbook
 from core.problems import Problem, Refused
 from core.signals import acknowledgement_recorded
 from orders.models import (
@@ -80,6 +80,29 @@ def record_status_change(
         recorded_at=now,
         detail=detail[:255],
     )
+
+
+def order_status_set_by_staff(*, order: Order, status: str, by: str) -> Order:
+    """Staff set what became of the order by hand (admin): stored and kept in its history.
+
+    No rule of the transition table binds staff: they correct what went wrong elsewhere. An
+    order staff cancel gives its open reservations back to sale, as any cancellation does.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Order.objects.select_for_update().get(pk=order.pk)
+        old = locked.status
+        if old == status:
+            return locked
+        locked.status = status
+        locked.status_changed_at = now
+        locked.save(update_fields=["status", "status_changed_at"])
+        if status == OrderStatus.CANCELLED:
+            reservations_release(order_id=locked.pk, cause=f"cancelled by {by}", now=now)
+        record_status_change(locked, old=old, new=status, by=Actor.STAFF, by_name=by, at=now)
+    order.status, order.status_changed_at = locked.status, locked.status_changed_at
+    logger.info("order %s (%s) set to %s by %s", order.pk, order.order_number, status, by)
+    return locked
 
 
 def order_items(order: Order, lines: Iterable) -> list[OrderItem]:

@@ -90,6 +90,17 @@ VALIDATION_RULES: dict[str, ValidationRule] = {
             "characters, note over 1000) or a non-integer order_id."
         ),
     ),
+    "orders_status": ValidationRule(
+        lambda problem: True,
+        unprocessable_entity=(
+            "Invalid body (malformed JSON; status missing or not shipped, delivered or "
+            "cancelled; changed_at not an ISO 8601 date-time, repeated or skipped in the "
+            "service's time zone, or more than 10 minutes ahead; carrier over 64, "
+            "tracking_number over 128, tracking_url over 500 characters or not an absolute "
+            "http or https URL; note over 1000) or a non-integer order_id. Every problem is "
+            "listed."
+        ),
+    ),
     **{
         operation_id: ValidationRule(lambda problem: True, unprocessable_entity=description)
         for operation_id, description in (

@@ -8,6 +8,7 @@ import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from django.utils import timezone
 from pydantic import (
@@ -22,9 +23,15 @@ from pydantic_core import PydanticCustomError
 
 from core.text import TextFromNumbers, text_field
 from core.times import document_time
+from orders import models as m
 from orders.schemas import OrderCustomerRecord, PartnerReference
 from orders.selectors import PAGE_LIMIT_MAX, CursorInvalid, OrderKey, order_cursor_decode
-from orders.states import PARTNER_STATUS_FILTERS, PartnerStatus
+from orders.states import (
+    PARTNER_REPORTED_STATUSES,
+    PARTNER_STATUS_FILTERS,
+    STATUS_TRANSITIONS,
+    PartnerStatus,
+)
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -208,6 +215,124 @@ class AcknowledgeRequest(TextFromNumbers):
             "A repeated acknowledgement never changes it."
         ),
         examples=["2026-01-31T08:00:00+01:00"],
+    )
+
+
+# ------------------------------------------------------------------------------
+# What became of an order (POST /api/v1/partner/orders/{order_id}/status)
+# ------------------------------------------------------------------------------
+TRACKING_URL_SCHEMES = ("http", "https")
+
+
+def _tracking_url(value: str | None) -> str | None:
+    """An absolute http or https URL with a host; anything a browser would run or not find
+    (javascript:, data:, ftp:, a relative path) is refused."""
+    if value is None:
+        return None
+    if any(char.isspace() or not char.isprintable() for char in value):
+        raise PydanticCustomError("url_parsing", "Input should be a URL without spaces")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - reading it checks the port is a number
+    except ValueError:
+        raise PydanticCustomError("url_parsing", "Input should be a valid URL") from None
+    if parts.scheme.lower() not in TRACKING_URL_SCHEMES:
+        raise PydanticCustomError(
+            "url_scheme", "URL scheme should be 'http' or 'https' (an absolute URL)"
+        )
+    if not parts.hostname:
+        raise PydanticCustomError("url_parsing", "Input should be an absolute URL with a host")
+    return value
+
+
+def _empty_text_is_null(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _tracking_text(max_length: int) -> Any:
+    return Annotated[
+        text_field(max_length, strip=True) | None,  # type: ignore[valid-type]
+        BeforeValidator(_empty_text_is_null),
+    ]
+
+
+def transitions_text() -> str:
+    """The transition table, as the OpenAPI description shows it."""
+    lines = []
+    for current, targets in STATUS_TRANSITIONS.items():
+        moves = ", ".join(sorted(targets)) if targets else "nothing (final)"
+        lines.append(f"- `{current}` → {moves}")
+    return "\n".join(lines)
+
+
+ReportedStatus = StrEnum(
+    "ReportedStatus", {value.upper(): value for value in PARTNER_REPORTED_STATUSES}
+)
+
+
+class StatusRequest(TextFromNumbers):
+    """What the partner system says became of an order."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: ReportedStatus = Field(description="The order's new status.")
+    changed_at: Annotated[
+        datetime | None,
+        BeforeValidator(lambda value: document_time(value, name="changed_at")),
+        WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
+    ] = Field(
+        default=None,
+        description=(
+            "When it happened, an ISO 8601 date-time on the partner system's clock (naive: "
+            "the service's time zone; a time the zone repeats or skips is 422; more than 10 "
+            "minutes in the future is 422). Default now. Ignored when the status is the "
+            "current one."
+        ),
+        examples=["2026-01-31T14:30:00+01:00"],
+    )
+    carrier: _tracking_text(m.CARRIER_MAX_LENGTH) = Field(  # type: ignore[valid-type]
+        default=None, description="Carrier, at most 64 characters."
+    )
+    tracking_number: _tracking_text(m.TRACKING_NUMBER_MAX_LENGTH) = Field(  # type: ignore[valid-type]
+        default=None, description="Tracking number, at most 128 characters."
+    )
+    tracking_url: Annotated[
+        _tracking_text(m.TRACKING_URL_MAX_LENGTH),
+        AfterValidator(_tracking_url),
+        WithJsonSchema(
+            {
+                "type": ["string", "null"],
+                "maxLength": m.TRACKING_URL_MAX_LENGTH,
+                # Blank is null; otherwise an absolute http or https URL with a host.
+                "pattern": r"^\s*([Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]|$)",
+            }
+        ),
+    ] = Field(
+        default=None,
+        description=(
+            "Tracking page: an absolute http or https URL with a host, at most 500 characters "
+            "(javascript:, ftp: or a relative URL is 422). Blank or null: none."
+        ),
+    )
+    note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
+        default=None, description="Optional note, at most 1000 characters; logged, never stored."
+    )
+
+    def tracking(self) -> dict[str, str | None]:
+        """The tracking fields the body carries (null included): each replaces the stored one."""
+        return {
+            name: getattr(self, name)
+            for name in ("carrier", "tracking_number", "tracking_url")
+            if name in self.model_fields_set
+        }
+
+
+class StatusConflict(BaseModel):
+    detail: str
+    status: str = Field(description="The order's current status.")
+    partner_sync_status: Literal["pending_partner"] | None = Field(
+        default=None,
+        description="Only when the order waits for its acknowledgement (acknowledge it first).",
     )
 
 

@@ -1,9 +1,16 @@
-"""The order operations: the partner's poll (3) and its acknowledgement (4)."""
+"""The order operations: the partner's poll (3), its acknowledgement (4), and what became of
+an order (its status)."""
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
+from orders.fulfilment import (
+    OrderAwaitsAcknowledgement,
+    StatusChangeRefused,
+    StatusReport,
+    order_status_change,
+)
 from orders.selectors import order_cursor_encode, order_for_partner, orders_page_for_partner
 from orders.services import (
     OrderAlreadyAcknowledged,
@@ -30,6 +37,9 @@ from partner_api.order_schemas import (
     OrderList,
     OrderPath,
     OrderPollQuery,
+    StatusConflict,
+    StatusRequest,
+    transitions_text,
 )
 
 
@@ -72,6 +82,27 @@ class OrderPollView(PartnerAPIView):
         )
 
 
+ORDER_ID_PARAMETER = OpenApiParameter(
+    "order_id",
+    {"type": "integer", "minimum": 1, "maximum": ORDER_ID_MAX},
+    OpenApiParameter.PATH,
+    description="Internal order identifier (order_id of the poll).",
+)
+
+
+def _path_and_body(request, order_id: str, model):
+    """The path's order id and the body, every problem of both in one answer."""
+    problems = []
+    path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
+    try:
+        body = validate(model, request.data, loc="body", problems=problems)
+    except exceptions.ParseError as exc:
+        problems.append(json_invalid(exc))
+    if problems:
+        raise RequestInvalid(problems)
+    return path, body
+
+
 class OrderAcknowledgeView(PartnerAPIView):
     """The partner system confirms it registered an order under its document number."""
 
@@ -86,12 +117,7 @@ class OrderAcknowledgeView(PartnerAPIView):
             "changes nothing; another partner_reference is 409. The note is logged, never stored."
         ),
         parameters=[
-            OpenApiParameter(
-                "order_id",
-                {"type": "integer", "minimum": 1, "maximum": ORDER_ID_MAX},
-                OpenApiParameter.PATH,
-                description="Internal order identifier (order_id of the poll).",
-            ),
+            ORDER_ID_PARAMETER,
             OpenApiParameter(
                 "Idempotent-Replayed",
                 str,
@@ -135,15 +161,7 @@ class OrderAcknowledgeView(PartnerAPIView):
         tags=["orders"],
     )
     def post(self, request, order_id: str):
-        # Every problem of the path and the body in one answer.
-        problems = []
-        path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
-        try:
-            body = validate(AcknowledgeRequest, request.data, loc="body", problems=problems)
-        except exceptions.ParseError as exc:
-            problems.append(json_invalid(exc))
-        if problems:
-            raise RequestInvalid(problems)
+        path, body = _path_and_body(request, order_id, AcknowledgeRequest)
         try:
             acknowledged = order_acknowledge(
                 order_id=path.order_id,
@@ -161,5 +179,100 @@ class OrderAcknowledgeView(PartnerAPIView):
         response = Response(order_for_partner(order_id=acknowledged.order.pk))
         if acknowledged.repeated:
             # As for a replayed sync: a client can tell a repeat from the first acknowledgement.
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+
+class OrderStatusView(PartnerAPIView):
+    """The partner system says what became of an acknowledged order."""
+
+    operation_id = "orders_status"
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Report what became of an order",
+        description=(
+            "Moves an acknowledged order to `shipped`, `delivered` or `cancelled`, as the "
+            "transition table allows (a status other than shipped, delivered and cancelled, "
+            "e.g. an imported order's own, counts as `new`):\n\n"
+            + transitions_text()
+            + "\n\nThe current status again is 200: the carrier and tracking fields the body "
+            "carries replace the stored ones (a field sent as null clears it), nothing else "
+            "changes (status_changed_at stays) and the answer carries Idempotent-Replayed: true. "
+            "Any other move is 409 naming the current `status`; an order that waits for its "
+            "acknowledgement is 409 with `partner_sync_status` pending_partner; an order the "
+            "shop cancelled is 409 with `status` cancelled. `cancelled` gives the order's "
+            "reserved stock back to sale; the order stays acknowledged. The note is logged, "
+            "never stored."
+        ),
+        parameters=[
+            ORDER_ID_PARAMETER,
+            OpenApiParameter(
+                "Idempotent-Replayed",
+                str,
+                OpenApiParameter.HEADER,
+                response=[200],
+                enum=["true"],
+                description="Present when the order already had this status.",
+            ),
+        ],
+        request=StatusRequest,
+        responses={
+            200: OpenApiResponse(Order, description="The order, with its new status."),
+            **KEY_RESPONSES,
+            404: OpenApiResponse(
+                ErrorBody,
+                description="No such order, or the order is not the partner's (a legacy import).",
+            ),
+            409: OpenApiResponse(
+                StatusConflict,
+                description=(
+                    "The transition table does not allow the move (`status` names the current "
+                    "one), or the order is not acknowledged yet (`partner_sync_status`)."
+                ),
+                examples=[
+                    OpenApiExample(
+                        "refused move",
+                        value={
+                            "detail": "Order 12 is delivered; it cannot become cancelled.",
+                            "status": "delivered",
+                        },
+                    ),
+                    OpenApiExample(
+                        "not acknowledged",
+                        value={
+                            "detail": "Order 12 is pending_partner: acknowledge it before "
+                            "reporting its status.",
+                            "status": "new",
+                            "partner_sync_status": "pending_partner",
+                        },
+                    ),
+                ],
+            ),
+            **BODY_RESPONSES,
+            **validation_responses(operation_id),
+        },
+        tags=["orders"],
+    )
+    def post(self, request, order_id: str):
+        path, body = _path_and_body(request, order_id, StatusRequest)
+        report = StatusReport(
+            status=body.status.value,
+            changed_at=body.changed_at,
+            tracking=body.tracking(),
+            note=body.note,
+        )
+        try:
+            changed = order_status_change(
+                order_id=path.order_id, report=report, client_name=request.user.name
+            )
+        except OrderNotFound as exc:
+            raise exceptions.NotFound(str(exc))
+        except OrderAwaitsAcknowledgement as exc:
+            raise Conflict(str(exc), status=exc.status, partner_sync_status=exc.partner_sync_status)
+        except StatusChangeRefused as exc:
+            raise Conflict(str(exc), status=exc.status)
+        response = Response(order_for_partner(order_id=changed.order.pk))
+        if changed.repeated:
             response["Idempotent-Replayed"] = "true"
         return response

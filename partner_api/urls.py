@@ -19,6 +19,11 @@ urlpatterns = [
         orders.OrderAcknowledgeView.as_view(),
         name="orders-acknowledge",
     ),
+    re_path(
+        r"^v1/partner/orders/(?P<order_id>[^/]+)/status/?$",
+        orders.OrderStatusView.as_view(),
+        name="orders-status",
+    ),
     re_path(r"^v1/shop/stock/query/?$", shop.StockQueryView.as_view(), name="shop-stock-query"),
     re_path(r"^v1/shop/orders/?$", shop.ShopOrderListView.as_view(), name="shop-orders"),
     re_path(

@@ -68,6 +68,8 @@ class FakeService:
             return self._poll(url)
         if path.endswith("/acknowledge"):
             return self._acknowledge(path, body)
+        if path.endswith("/status"):
+            return self._status(path, body)
         dry_run = "dry_run=true" in urlsplit(url).query
         data = json.loads(body)
         items = [data] if method == "PUT" else data["products"]
@@ -158,6 +160,34 @@ class FakeService:
                 },
             )
         order.update(partner_sync_status="acknowledged", partner_reference=reference)
+        return _json_reply(200, order)
+
+    def _status(self, path: str, body: bytes) -> Reply:
+        """The service's rules of the status operation, on the orders of this fake."""
+        from connector.order_status import STATUS_TRANSITIONS
+
+        order_id = int(re.search(r"/orders/([0-9]+)/", path)[1])
+        data = json.loads(body)
+        order = self.orders.get(order_id)
+        if order is None or order["partner_sync_status"] is None:
+            return _json_reply(404, {"detail": f"Order {order_id} not found."})
+        if order["partner_sync_status"] == "pending_partner":
+            return _json_reply(
+                409,
+                {
+                    "detail": "acknowledge it first",
+                    "status": order["status"],
+                    "partner_sync_status": "pending_partner",
+                },
+            )
+        tracking = {k: data[k] for k in ("carrier", "tracking_number", "tracking_url") if k in data}
+        if order["status"] == data["status"]:
+            order.update(tracking)
+            return _json_reply(200, order, {"Idempotent-Replayed": "true"})
+        current = order["status"] if order["status"] in STATUS_TRANSITIONS else "new"
+        if data["status"] not in STATUS_TRANSITIONS[current]:
+            return _json_reply(409, {"detail": "refused", "status": order["status"]})
+        order.update(tracking, status=data["status"], status_changed_at=data.get("changed_at"))
         return _json_reply(200, order)
 
 

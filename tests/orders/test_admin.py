@@ -6,7 +6,9 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.urls import reverse
 
 from orders.models import Order
+from tests.factories import ProductFactory
 from tests.orders.factories import OrderFactory, order_with_items
+from tests.shop.helpers import ack_url, line, order_body, place
 
 pytestmark = pytest.mark.django_db
 
@@ -194,3 +196,103 @@ class TestReservationsOfAnOrder:
         html = response.content.decode()
         assert _states(html) == ["Released", "Released"]
         assert "cancelled by the shop" in html
+
+
+class TestStatusHistory:
+    """The order's page shows who moved it, when, from what to what, and its tracking."""
+
+    def test_the_change_page_shows_the_history_and_the_tracking(
+        self, admin_client, shop_client, api_client
+    ):
+        product = ProductFactory(shop_quantity=5)
+        order_id = place(shop_client, order_body(line(product, 1), number="W-H1")).json()[
+            "order_id"
+        ]
+        api_client.post(ack_url(order_id), {"partner_reference": "FA-H1"}, format="json")
+        api_client.post(
+            f"/api/v1/partner/orders/{order_id}/status",
+            {
+                "status": "shipped",
+                "carrier": "PPL",
+                "tracking_number": "PPL-555",
+                "tracking_url": "https://t.example.com/PPL-555",
+            },
+            format="json",
+        )
+
+        response = admin_client.get(reverse("admin:orders_order_change", args=[order_id]))
+
+        assert response.status_code == 200
+        page = response.content.decode()
+        assert "Status history" in page
+        for text in (
+            "Shop (storefront)",
+            "— → new",
+            "Partner system (erp)",
+            "pending_partner → acknowledged",
+            "new → shipped",
+            "PPL-555",
+            "https://t.example.com/PPL-555",
+            "delivered",  # what the partner system may report next
+        ):
+            assert text in page, text
+
+    @staticmethod
+    def _edit_status(admin_client, order, status):
+        url = reverse("admin:orders_order_change", args=[order.pk])
+        form = admin_client.get(url).context["adminform"].form
+        data = {
+            key: ("" if value is None else value)
+            for key, value in form.initial.items()
+            if key in form.fields
+        }
+        data.update(
+            {
+                "status": status,
+                "created_at_0": order.created_at.strftime("%Y-%m-%d"),
+                "created_at_1": order.created_at.strftime("%H:%M:%S"),
+                "items-TOTAL_FORMS": "0",
+                "items-INITIAL_FORMS": "0",
+                "status_changes-TOTAL_FORMS": "0",
+                "status_changes-INITIAL_FORMS": "0",
+            }
+        )
+
+        response = admin_client.post(url, data)
+        assert response.status_code == 302, response.context["adminform"].form.errors
+
+    def test_a_staff_edit_of_the_status_is_kept_in_the_history(self, admin_client, admin_user):
+        order = OrderFactory(acknowledged=True, status="new")
+        url = reverse("admin:orders_order_change", args=[order.pk])
+
+        self._edit_status(admin_client, order, "delivered")
+
+        order.refresh_from_db()
+        assert order.status == "delivered"
+        assert order.status_changed_at is not None
+        change = order.status_changes.get(field="status")
+        assert (change.old_value, change.new_value, change.by, change.by_name) == (
+            "new",
+            "delivered",
+            "staff",
+            admin_user.get_username(),
+        )
+        page = admin_client.get(url).content.decode()
+        assert f"Staff ({admin_user.get_username()})" in page
+
+    def test_a_staff_cancellation_gives_the_reserved_stock_back(
+        self, admin_client, shop_client, api_client
+    ):
+        product = ProductFactory(shop_quantity=5)
+        order_id = place(shop_client, order_body(line(product, 2), number="W-H2")).json()[
+            "order_id"
+        ]
+        api_client.post(ack_url(order_id), {"partner_reference": "FA-H2"}, format="json")
+        product.refresh_from_db()
+        assert product.reserved == 2
+
+        self._edit_status(admin_client, Order.objects.get(pk=order_id), "cancelled")
+
+        product.refresh_from_db()
+        assert (product.reserved, product.salable) == (0, 5)
+        assert Order.objects.get(pk=order_id).status == "cancelled"

@@ -1,6 +1,8 @@
 import pytest
 from django.urls import reverse
 
+from orders.states import PARTNER_REPORTED_STATUSES, STATUS_TRANSITIONS
+
 pytestmark = pytest.mark.django_db
 
 
@@ -107,3 +109,27 @@ def test_the_conflict_body_names_the_stored_reference_as_a_field(schema):
     assert {"partner_reference", "status"} <= set(body["properties"])
     example = next(iter(conflict["content"]["application/json"]["examples"].values()))
     assert example["value"]["partner_reference"] == "FA-1"
+
+
+def test_status_is_documented_from_the_transition_table(schema):
+    operation = schema["paths"]["/api/v1/partner/orders/{order_id}/status"]["post"]
+    assert operation["tags"] == ["orders"]
+    assert operation["security"] == [{"ApiKeyAuth": []}]
+    responses = operation["responses"]
+    assert {"200", "401", "403", "404", "409", "422"} <= set(responses)
+    assert _ref(responses["200"]) == "Order"
+    assert _ref(responses["409"]) == "StatusConflict"
+    assert _ref(responses["422"]) == "ValidationErrorBody"
+    for current, targets in STATUS_TRANSITIONS.items():
+        moves = ", ".join(sorted(targets)) if targets else "nothing (final)"
+        assert f"`{current}` → {moves}" in operation["description"]
+    request = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    body = schema["components"]["schemas"][request.rsplit("/", 1)[-1]]
+    assert body["required"] == ["status"]
+    status = body["properties"]["status"]
+    if "$ref" in status:
+        status = schema["components"]["schemas"][status["$ref"].rsplit("/", 1)[-1]]
+    assert status["enum"] == list(PARTNER_REPORTED_STATUSES)
+    assert "maxLength" in str(body["properties"]["tracking_url"])
+    conflict = schema["components"]["schemas"]["StatusConflict"]
+    assert set(conflict["properties"]) == {"detail", "status", "partner_sync_status"}
