@@ -20,6 +20,9 @@ from django.db.models.functions import Coalesce
 from catalog.models import Product, Reservation
 
 State = Reservation.State
+# Up to this many applied products, the sync's question names them; a larger batch reads every
+# booked open reservation (few beside a batch's thousands of products) and picks its own.
+_PRODUCTS_ASKED_BY_ID = 500
 
 
 def reservations_open(*, order_id: int, lines: Sequence[tuple[int, int]], now: datetime) -> None:
@@ -80,14 +83,17 @@ def reservations_consume(
 ) -> int:
     """A sync applied these (locked) products with figures from `document_time`: the open
     reservations booked at or before it are in those figures now. Returns how many."""
-    booked = list(
-        Reservation.objects.filter(
-            state=State.OPEN, booked_at__isnull=False, booked_at__lte=document_time
-        ).values_list("pk", "product_id")
+    applied = set(product_ids)
+    booked = Reservation.objects.filter(
+        state=State.OPEN, booked_at__isnull=False, booked_at__lte=document_time
     )
+    if len(applied) <= _PRODUCTS_ASKED_BY_ID:
+        # A single item or a small batch asks for its own products' reservations (the partial
+        # index of open ones by product), however many other orders wait to be consumed.
+        booked = booked.filter(product_id__in=applied)
+    booked = list(booked.values_list("pk", "product_id"))
     if not booked:
         return 0
-    applied = set(product_ids)
     consumed = [(pk, product_id) for pk, product_id in booked if product_id in applied]
     if not consumed:
         return 0
