@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from core.display import local_time, money
 from tests.factories import ProductFactory
+from tests.orders.factories import OrderFactory
 
 
 @pytest.mark.parametrize(
@@ -33,4 +34,7 @@ def test_product_list_shows_money_and_times_in_the_one_format(admin_client):
     ProductFactory(stock_code="DISP-1", eshop_price=Decimal("84.5"))
     page = admin_client.get(reverse("admin:catalog_product_changelist")).content.decode()
     assert "84.50" in page and "84.5000" not in page
+    # The product list keeps its width for the stock columns; the orders list shows times.
+    OrderFactory()
+    page = admin_client.get(reverse("admin:orders_order_changelist")).content.decode()
     assert " UTC</td>" in page
