@@ -2,12 +2,12 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
+from django.db import connection
 from rest_framework import authentication, exceptions, permissions
 from rest_framework_api_key.models import APIKey
 
 from partner_api.middleware import note_request
-from partner_api.models import KeyScope, key_scope
+from partner_api.models import AuthFailureCount, KeyScope, key_scope
 
 HEADER = "X-API-Key"
 RATE_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600}
@@ -32,8 +32,8 @@ def client_address(request) -> str:
 def count_authentication_failure(request) -> None:
     """Count an invalid key for the client's address; 429 once it is over AUTH_FAILURE_RATE.
 
-    A fixed window per address in Django's cache: shared by every worker and app server when
-    CACHE_URL names a shared cache, per worker otherwise.
+    A fixed window per address, counted by one atomic statement in the database: the count is
+    the service's, whichever worker or app server answers, and a restarted worker keeps it.
     """
     rate = settings.AUTH_FAILURE_RATE
     if rate == "off":
@@ -42,15 +42,25 @@ def count_authentication_failure(request) -> None:
     period = RATE_PERIODS[unit]
     now = time.time()
     window = int(now // period)
-    key = f"auth-failures:{client_address(request)}:{period}:{window}"
-    cache.add(key, 0, timeout=period + 1)
-    try:
-        failures = cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=period + 1)
-        failures = 1
+    failures = _count_failure(client_address(request), window)
     if failures > int(allowed):
         raise TooManyAuthenticationFailures(wait=max(1, int((window + 1) * period - now + 0.999)))
+
+
+def _count_failure(address: str, window: int) -> int:
+    table = AuthFailureCount._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (address, period, failures) VALUES (%s, %s, 1) "
+            f"ON CONFLICT (address, period) DO UPDATE SET failures = {table}.failures + 1 "
+            "RETURNING failures",
+            [address, window],
+        )
+        failures = cursor.fetchone()[0]
+        if failures == 1:
+            # A window's first failure of this address: every earlier window is over.
+            cursor.execute(f"DELETE FROM {table} WHERE period < %s", [window])
+    return failures
 
 
 @dataclass(frozen=True)

@@ -31,3 +31,25 @@ def key_scope(api_key: APIKey) -> str:
         return api_key.scope.scope
     except ApiKeyScope.DoesNotExist:
         return KeyScope.PARTNER
+
+
+class AuthFailureCount(models.Model):
+    """Requests with an invalid API key from one address in one window of AUTH_FAILURE_RATE.
+
+    In the database the service already has, so that the limit holds once for every worker
+    process and every app server, and survives a worker's restart.
+    """
+
+    address = models.CharField(max_length=64)
+    # The window's number: its start in seconds divided by the rate's period.
+    period = models.BigIntegerField()
+    failures = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=("address", "period"), name="auth_failure_window"),
+        )
+        verbose_name = "authentication failure count"
+
+    def __str__(self) -> str:
+        return f"{self.address}: {self.failures}"
