@@ -317,7 +317,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(x_request_id)s] %(message)s"},
+        "plain": {
+            "()": "config.logging.OneLineFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s [%(x_request_id)s] %(message)s",
+        },
         "json": {"()": "monitoring.logs.JsonLineFormatter"},
     },
     "filters": {"request_context": {"()": "config.logging.RequestContextFilter"}},

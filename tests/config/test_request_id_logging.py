@@ -92,3 +92,34 @@ def test_a_client_id_in_the_charset_is_kept_and_logged(client, request_log, sent
     assert response["X-Request-ID"] == sent
     [line] = lines()
     assert _logged_id(fmt, line) == sent
+
+
+@pytest.mark.parametrize("name", ["plain", "json"])
+def test_a_traceback_with_newlines_in_its_message_stays_on_one_line(name):
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_formatter(name))
+    handler.addFilter(RequestContextFilter())
+    logger = logging.getLogger("tests.traceback")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        try:
+            raise ValueError(
+                "boom\n2026-01-01 INFO partner_api.requests [x] GET /admin/ 200\x1b[2J"
+            )
+        except ValueError:
+            logger.exception("failed\nFAKE")
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+    [line] = stream.getvalue().splitlines()
+    assert "\x1b" not in line
+    if name == "json":
+        # JSON escapes every control character itself: the traceback is one string field.
+        entry = json.loads(line)
+        assert "ValueError: boom\n2026-01-01 INFO" in entry["exc_info"]
+    else:
+        assert "failed\\nFAKE" in line
+        assert "Traceback (most recent call last):\\n" in line
+        assert "ValueError: boom\\n2026-01-01 INFO" in line
