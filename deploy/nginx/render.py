@@ -33,9 +33,14 @@ def render(
 ) -> str:
     if max_body_bytes is None:
         max_body_bytes = int(os.environ.get("MAX_REQUEST_BODY_BYTES") or DEFAULT_MAX_BODY)
+    servers = [address.strip() for address in upstream.split(",") if address.strip()]
+    if not servers:
+        raise ValueError("at least one upstream address is needed")
     values = {
         "listen": listen,
-        "upstream": upstream,
+        "upstream_servers": "\n".join(
+            f"        server {address} max_fails=0;" for address in servers
+        ),
         "client_max_body_size": str(max_body_bytes + MARGIN),
         "worker_processes": worker_processes,
         "daemon": "on" if daemon else "off",
@@ -70,7 +75,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("prefix", type=Path, help="directory for nginx.conf, logs/ and tmp/")
     parser.add_argument("--listen", default="8080", help="nginx's listen argument (8080)")
-    parser.add_argument("--upstream", default="127.0.0.1:8000", help="gunicorn's address")
+    parser.add_argument(
+        "--upstream",
+        default="127.0.0.1:8000",
+        help="gunicorn's address; several app servers comma-separated (127.0.0.1:8000)",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=None)
     parser.add_argument("--worker-processes", default="auto")
     parser.add_argument("--foreground", action="store_true", help="daemon off (systemd, tests)")
