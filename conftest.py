@@ -41,5 +41,20 @@ def api_client(api_key) -> APIClient:
 
 
 @pytest.fixture
+def shop_key(db) -> str:
+    """The value of a fresh, valid shop key named "storefront"."""
+    _, key = api_key_create(name="storefront", scope="shop")
+    return key
+
+
+@pytest.fixture
+def shop_client(shop_key) -> APIClient:
+    """A client that sends a valid shop X-API-Key header."""
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=shop_key)
+    return client
+
+
+@pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()

@@ -1,6 +1,7 @@
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -58,6 +59,15 @@ class Product(models.Model):
     posted_at = models.DateTimeField(
         null=True, blank=True, editable=False, verbose_name="document posted at"
     )
+    # The sum of the product's open reservations (a cache of them, kept in the same
+    # transaction as every change of a reservation; `reservations_recount` rebuilds it).
+    reserved = models.IntegerField(default=0, editable=False)
+    # Units never offered for sale; null: the setting STOCK_SAFETY_BUFFER.
+    safety_buffer = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Units never offered for sale. Empty: the service's default (STOCK_SAFETY_BUFFER).",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now, editable=False)
 
@@ -69,6 +79,39 @@ class Product(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
+
+    def save(self, *args, **kwargs):
+        # `reserved` is written only by catalog.reservations, as one statement from the open
+        # reservations: saving a product read a moment ago (an admin edit) must not put back
+        # the figure it read while a placement changed it.
+        if not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = _SAVED_FIELDS
+        super().save(*args, **kwargs)
+
+    @property
+    def effective_safety_buffer(self) -> int:
+        return effective_safety_buffer(self.safety_buffer)
+
+    @property
+    def salable(self) -> int:
+        return salable(self.shop_quantity, self.reserved, self.safety_buffer)
+
+
+_SAVED_FIELDS = tuple(
+    field.name
+    for field in Product._meta.concrete_fields
+    if not field.primary_key and field.name != "reserved"
+)
+
+
+def effective_safety_buffer(safety_buffer: int | None) -> int:
+    """The product's own buffer, or the service's default when it has none."""
+    return settings.STOCK_SAFETY_BUFFER if safety_buffer is None else safety_buffer
+
+
+def salable(shop_quantity: int, reserved: int, safety_buffer: int | None) -> int:
+    """What the shop can sell: the partner's level less open reservations and the buffer."""
+    return max(0, shop_quantity - reserved - effective_safety_buffer(safety_buffer))
 
 
 class PendingProduct(models.Model):
@@ -251,3 +294,49 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} {self.request_id}"
+
+
+class Reservation(models.Model):
+    """Units of a product that a shop order holds back from sale.
+
+    Open from the placement until the partner system's figures include the order (consumed,
+    by the first sync that applies the product with a document time at or after the order's
+    `stock_booked_at`) or the order is cancelled (released). Each change keeps its time and
+    cause, so staff can tell why the shop shows what it shows.
+    """
+
+    class State(models.TextChoices):
+        OPEN = "open", "Open"
+        CONSUMED = "consumed", "Consumed"
+        RELEASED = "released", "Released"
+
+    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
+    # Protected: deleting an order must not silently change what the shop can sell.
+    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="reservations")
+    quantity = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    # From when the partner system's figures count the order (its acknowledgement's
+    # stock_booked_at); null until the order is acknowledged.
+    booked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # The last change of state (or of booked_at), and what made it.
+    changed_at = models.DateTimeField(default=timezone.now)
+    cause = models.CharField(max_length=255, blank=True, default="")
+    # The sync call that consumed it.
+    sync_audit = models.ForeignKey(
+        SyncAudit, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = (
+            # The sync's question: the open, booked reservations of these products.
+            models.Index(
+                fields=("product", "booked_at"),
+                name="catalog_reservation_open",
+                condition=models.Q(state="open"),
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.quantity} × {self.product} ({self.state})"

@@ -30,6 +30,7 @@ from catalog.models import (
     SyncControl,
 )
 from catalog.pending import pending_close_for_synced, pending_resolve_for_products
+from catalog.reservations import reservations_consume
 from catalog.schemas import (
     OPTIONAL_FIELDS,
     TRACKED_FIELDS,
@@ -497,6 +498,14 @@ def _apply(request: SyncRequest, resolution: _Resolution) -> SyncResult:
     )
     if not in_sql:
         bulk_insert_rows(ProductHistory, _HISTORY_FIELDS, _history(moved), constants=history)
+    # Every applied product, changed or not: its figures from this document time on include
+    # the orders the partner system booked by then.
+    reservations_consume(
+        product_ids=[row[0] for _, row in report.applied],
+        document_time=posted_at or now,
+        audit_id=audit.pk,
+        now=now,
+    )
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
         matched=[(item.ean, item.stock_code, row[0]) for item, row in report.applied if item.ean],

@@ -204,6 +204,10 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 # ------------------------------------------------------------------------------
 SYNC_MAX_ITEMS = env_int("SYNC_MAX_ITEMS", 5000)
 CATALOG_SYNC_MAX_ITEMS = env_int("CATALOG_SYNC_MAX_ITEMS", 5000)
+# Units of every product never offered for sale, unless the product sets its own buffer.
+STOCK_SAFETY_BUFFER = env_int("STOCK_SAFETY_BUFFER", 0)
+if STOCK_SAFETY_BUFFER < 0:
+    raise ImproperlyConfigured(f"STOCK_SAFETY_BUFFER must be 0 or more, got {STOCK_SAFETY_BUFFER}")
 IDEMPOTENCY_RETENTION_HOURS = env_int("IDEMPOTENCY_RETENTION_HOURS", 24)
 
 # ------------------------------------------------------------------------------

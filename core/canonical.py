@@ -9,6 +9,7 @@ reference implementation (the `rfc8785` package) is pure Python and takes about 
 against the reference. The bytes are only ever compared with each other, never sent anywhere.
 """
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -78,3 +79,8 @@ def _unchanged(values) -> bool:
         return False
     floats = [v for v in values if v.__class__ is float]
     return all(map(math.isfinite, floats)) and not any(map(float.is_integer, floats))
+
+
+def canonical_digest(data: Any) -> str:
+    """sha256 of `data`'s canonical JSON: equal documents, equal digests."""
+    return hashlib.sha256(canonical_json(data)).hexdigest()

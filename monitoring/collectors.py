@@ -12,6 +12,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from catalog.models import PendingProduct, SyncAudit, SyncControl
+from catalog.selectors import reservations_open_summary
 from monitoring.metrics import PREFIX
 from orders.selectors import orders_waiting_summary
 
@@ -56,6 +57,7 @@ def database_figures() -> list[tuple[str, str, float]]:
     pending_open = PendingProduct.objects.filter(state=PendingProduct.State.OPEN).count()
     waiting, oldest = orders_waiting_summary()
     paused = SyncControl.objects.filter(pk=1, paused=True).exists()
+    reserved_units, oldest_reservation = reservations_open_summary()
     return [
         (
             "last_accepted_sync_timestamp_seconds",
@@ -70,4 +72,10 @@ def database_figures() -> list[tuple[str, str, float]]:
             max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         ),
         ("sync_paused", "1 while staff have paused synchronization.", 1 if paused else 0),
+        ("reservations_open", "Units held by open reservations of shop orders.", reserved_units),
+        (
+            "reservations_oldest_unconsumed_age_seconds",
+            "Age of the oldest open reservation (neither consumed nor released); 0 when none.",
+            max((now - oldest_reservation).total_seconds(), 0.0) if oldest_reservation else 0.0,
+        ),
     ]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, values
 
+from orders.states import PARTNER_REPORTED_STATUSES, Actor
+
 PREFIX = "stock_sync"
 
 # The sync endpoints' labels, by the audit's endpoint value.
@@ -20,6 +22,9 @@ ENDPOINT_LABELS = {"products_sync": "batch", "products_item": "item"}
 SYNC_OUTCOMES = ("applied", "replayed", "paused", "refused", "dry_run")
 ITEM_RESULTS = ("updated", "unknown", "stale")
 ACKNOWLEDGEMENT_RESULTS = ("acknowledged", "repeated", "conflict", "not_found")
+PLACEMENT_RESULTS = ("created", "replayed", "short", "refused")
+# Who changes what became of an order, and to what (the states table's statuses).
+STATUS_CHANGE_ACTORS = (Actor.SHOP.value, Actor.PARTNER.value)
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 # A sync of 5000 items takes about a second; the buckets reach well past the gunicorn timeout's
@@ -62,6 +67,18 @@ ACKNOWLEDGEMENTS = Counter(
     ("result",),
     registry=REGISTRY,
 )
+ORDERS_PLACED = Counter(
+    f"{PREFIX}_orders_placed",
+    "Shop order placements by result (short: refused for want of stock; refused: invalid).",
+    ("result",),
+    registry=REGISTRY,
+)
+ORDER_STATUS_CHANGES = Counter(
+    f"{PREFIX}_order_status_changes",
+    "Changes of what became of an order, by new status and by whom (shop or partner).",
+    ("status", "by"),
+    registry=REGISTRY,
+)
 HTTP_REQUESTS = Counter(
     f"{PREFIX}_http_requests",
     "HTTP requests by view, method and status.",
@@ -86,6 +103,11 @@ for _result in ITEM_RESULTS:
     SYNC_ITEMS.labels(result=_result)
 for _result in ACKNOWLEDGEMENT_RESULTS:
     ACKNOWLEDGEMENTS.labels(result=_result)
+for _result in PLACEMENT_RESULTS:
+    ORDERS_PLACED.labels(result=_result)
+for _status in PARTNER_REPORTED_STATUSES:
+    for _by in STATUS_CHANGE_ACTORS:
+        ORDER_STATUS_CHANGES.labels(status=_status, by=_by)
 
 
 def record_sync_call(
@@ -110,6 +132,16 @@ def record_sync_call(
 def record_acknowledgement(result: str) -> None:
     """Count one acknowledgement call: acknowledged, repeated, conflict or not_found."""
     ACKNOWLEDGEMENTS.labels(result=result).inc()
+
+
+def record_order_placement(result: str) -> None:
+    """Count one placement call: created, replayed, short or refused."""
+    ORDERS_PLACED.labels(result=result).inc()
+
+
+def record_order_status_change(*, status: str, by: str) -> None:
+    """Count one change of what became of an order (not a repeat of the current status)."""
+    ORDER_STATUS_CHANGES.labels(status=status, by=by).inc()
 
 
 def record_http_request(*, view: str, method: str, status: int, duration: float) -> None:

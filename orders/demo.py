@@ -8,6 +8,7 @@ from django.utils import timezone
 from orders.models import Order
 from orders.schemas import OrderRecord
 from orders.services import orders_import
+from orders.states import OrderStatus
 
 VAT_RATE = Decimal("0.21")
 
@@ -47,7 +48,7 @@ def _order(
         {
             "order_number": number,
             "created_at": timezone.now().replace(microsecond=0) - timedelta(hours=hours_ago),
-            "status": "paid",
+            "status": OrderStatus.NEW,
             "customer": customer,
             "items": items,
             "subtotal": subtotal,

@@ -1,6 +1,8 @@
 from django.db import models
 from django.utils import timezone
 
+from orders.states import Actor, OrderSource, PartnerStatus
+
 ORDER_NUMBER_MAX_LENGTH = 64
 ORDER_STATUS_MAX_LENGTH = 32
 PARTNER_REFERENCE_MAX_LENGTH = 64
@@ -14,6 +16,10 @@ CURRENCY_MAX_LENGTH = 3
 DEFAULT_CURRENCY = "EUR"
 MONEY_MAX_DIGITS = 14
 MONEY_DECIMAL_PLACES = 4
+CARRIER_MAX_LENGTH = 64
+TRACKING_NUMBER_MAX_LENGTH = 128
+TRACKING_URL_MAX_LENGTH = 500
+CANCEL_REASON_MAX_LENGTH = 255
 
 
 def _money(**kwargs) -> models.DecimalField:
@@ -25,9 +31,8 @@ def _money(**kwargs) -> models.DecimalField:
 class Order(models.Model):
     """A shop order; the partner system sees it only while it has a partner sync status."""
 
-    class PartnerStatus(models.TextChoices):
-        PENDING_PARTNER = "pending_partner", "Pending partner"
-        ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    PartnerStatus = PartnerStatus
+    Source = OrderSource
 
     order_number = models.CharField(max_length=ORDER_NUMBER_MAX_LENGTH, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -59,6 +64,23 @@ class Order(models.Model):
     # Who last changed the partner sync status by hand (admin), and when.
     partner_status_changed_by = models.CharField(max_length=150, blank=True, default="")
     partner_status_changed_at = models.DateTimeField(null=True, blank=True)
+    # Where the order came from: an import, or the shop's placement through the API (which
+    # reserves stock and may be read and cancelled by the shop).
+    source = models.CharField(
+        max_length=16, choices=OrderSource.choices, default=OrderSource.IMPORT
+    )
+    # The canonical body of the shop's placement (sha256): its retry is replayed.
+    placement_hash = models.CharField(max_length=64, null=True, blank=True, editable=False)
+    # From when the partner system's stock figures count the order.
+    stock_booked_at = models.DateTimeField(null=True, blank=True)
+    cancel_reason = models.CharField(max_length=255, null=True, blank=True)
+    # What became of the order, as the partner system (or the shop) last said.
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    carrier = models.CharField(max_length=CARRIER_MAX_LENGTH, null=True, blank=True)
+    tracking_number = models.CharField(max_length=TRACKING_NUMBER_MAX_LENGTH, null=True, blank=True)
+    tracking_url = models.CharField(
+        max_length=TRACKING_URL_MAX_LENGTH, null=True, blank=True, verbose_name="tracking URL"
+    )
 
     class Meta:
         ordering = ("-created_at", "-id")
@@ -92,6 +114,8 @@ ORDER_RECORD_COLUMNS = (
     "partner_sync_status",
     "partner_reference",
 )
+# What the record adds for what became of the order (not part of an import).
+ORDER_FULFILMENT_COLUMNS = ("status_changed_at", "carrier", "tracking_number", "tracking_url")
 
 
 class OrderItem(models.Model):
@@ -111,3 +135,26 @@ class OrderItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.quantity} × {self.name}"
+
+
+class OrderStatusChange(models.Model):
+    """One change of an order's status or partner sync status: who, when, from what to what."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="status_changes")
+    field = models.CharField(max_length=32, default="status")
+    old_value = models.CharField(max_length=ORDER_STATUS_MAX_LENGTH, null=True, blank=True)
+    new_value = models.CharField(max_length=ORDER_STATUS_MAX_LENGTH, null=True, blank=True)
+    by = models.CharField(max_length=16, choices=Actor.choices)
+    # The key's or the staff user's name.
+    by_name = models.CharField(max_length=150, blank=True, default="")
+    # When it happened (the partner system's clock when it said), and when it was recorded.
+    changed_at = models.DateTimeField(default=timezone.now)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    detail = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        ordering = ("order", "recorded_at", "id")
+        verbose_name = "order status change"
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old_value} → {self.new_value} ({self.by})"

@@ -5,7 +5,7 @@ reference rule is here too, so the API and the services agree on it.
 """
 
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any
 
 from django.utils import timezone
@@ -15,11 +15,16 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    WithJsonSchema,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from catalog.schemas import Ean, StockCode
+from core.problems import Problem
 from core.text import TextFromNumbers, text_field
+from core.times import document_time
 from orders import models as m
 
 
@@ -134,3 +139,116 @@ class OrderRecord(TextFromNumbers):
                 "Only an acknowledged order has a partner_reference",
             )
         return self
+
+
+# ------------------------------------------------------------------------------
+# The shop's placement (POST /api/v1/shop/orders)
+# ------------------------------------------------------------------------------
+SHOP_ORDER_MAX_LINES = 200
+SHOP_LINE_MAX_QUANTITY = 1_000_000
+
+
+def _created_at(value: Any) -> datetime | None:
+    return document_time(value, name="created_at")
+
+
+def _strict_integer(value: Any) -> Any:
+    # A quantity is a count: 2.0 or "2" would be a guess about what the shop meant.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+NonNegativeMoney = Annotated[Money, Field(ge=0)]
+ShopQuantity = Annotated[
+    int, BeforeValidator(_strict_integer), Field(ge=1, le=SHOP_LINE_MAX_QUANTITY)
+]
+
+
+class ShopOrderLine(TextFromNumbers):
+    """One line of a shop order: the product by its key, and what the customer buys."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    stock_code: StockCode = Field(description="Stock number of the product; required.")
+    ean: Ean | None = Field(default=None, description='EAN; absent, null or "" for none.')
+    name: _text(m.NAME_MAX_LENGTH, required=True)  # type: ignore[valid-type]
+    quantity: ShopQuantity
+    unit_price: NonNegativeMoney
+    total: NonNegativeMoney
+
+
+class ShopOrder(TextFromNumbers):
+    """An order the shop places: it reserves its lines' quantities until the partner system's
+    figures include it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    order_number: _text(m.ORDER_NUMBER_MAX_LENGTH, required=True) = Field(  # type: ignore[valid-type]
+        description="The shop's own order number, 1 to 64 characters; unique."
+    )
+    customer: OrderCustomerRecord
+    items: Annotated[list[ShopOrderLine], Field(min_length=1, max_length=SHOP_ORDER_MAX_LINES)]
+    subtotal: NonNegativeMoney
+    vat_total: NonNegativeMoney
+    total: NonNegativeMoney
+    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")] = Field(
+        default=m.DEFAULT_CURRENCY, description="Three capital letters; default EUR."
+    )
+    created_at: Annotated[
+        datetime | None,
+        BeforeValidator(_created_at),
+        WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
+    ] = Field(
+        default=None,
+        description=(
+            "ISO 8601 date-time (naive: the service's time zone); default now. More than 10 "
+            "minutes in the future is 422."
+        ),
+    )
+
+    @field_validator("currency", mode="before")
+    @classmethod
+    def _currency_default(cls, value: Any) -> Any:
+        return m.DEFAULT_CURRENCY if value is None else value
+
+
+def cents(amount: Decimal) -> Decimal:
+    """An amount rounded to the cent, half away from zero."""
+    return amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+
+
+def totals_problems(order: ShopOrder) -> list[Problem]:
+    """`subtotal` is the lines' total and `total` is subtotal + VAT, to the cent."""
+    problems = []
+    lines = sum((cents(line.total) for line in order.items), Decimal(0))
+    if cents(order.subtotal) != lines:
+        problems.append(
+            Problem(
+                loc=("subtotal",),
+                msg=f"subtotal {cents(order.subtotal)} is not the sum of the lines' total ({lines})",
+                type="totals_mismatch",
+                input=str(order.subtotal),
+                ctx={"expected": str(lines)},
+            )
+        )
+    expected = cents(order.subtotal) + cents(order.vat_total)
+    if cents(order.total) != expected:
+        problems.append(
+            Problem(
+                loc=("total",),
+                msg=f"total {cents(order.total)} is not subtotal + vat_total ({expected})",
+                type="totals_mismatch",
+                input=str(order.total),
+                ctx={"expected": str(expected)},
+            )
+        )
+    return problems
+
+
+class CancelRequest(TextFromNumbers):
+    model_config = ConfigDict(extra="ignore")
+
+    reason: _text(m.CANCEL_REASON_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
+        default=None, description="Why the shop cancels, at most 255 characters; stored."
+    )

@@ -23,13 +23,16 @@ from django.core import signing
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import timezone
 
-from orders.models import CUSTOMER_FIELDS, ORDER_RECORD_COLUMNS, Order, OrderItem
+from orders.models import (
+    CUSTOMER_FIELDS,
+    ORDER_FULFILMENT_COLUMNS,
+    ORDER_RECORD_COLUMNS,
+    Order,
+    OrderItem,
+)
+from orders.states import PartnerStatus, partner_statuses_for
 
-PartnerStatus = Order.PartnerStatus
-# The poll's filter value meaning "pending_partner and acknowledged".
-PARTNER_STATUS_ALL = "all"
-
-_ORDER_COLUMNS = ("id", "order_number", *ORDER_RECORD_COLUMNS)
+_ORDER_COLUMNS = ("id", "order_number", *ORDER_RECORD_COLUMNS, *ORDER_FULFILMENT_COLUMNS)
 _ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "stock_code")
 
 
@@ -92,12 +95,6 @@ class _CompactJSONSerializer:
         return json.loads(data.decode("latin-1"))
 
 
-def _statuses(partner_status: str) -> list[str]:
-    if partner_status == PARTNER_STATUS_ALL:
-        return [PartnerStatus.PENDING_PARTNER, PartnerStatus.ACKNOWLEDGED]
-    return [PartnerStatus(partner_status)]
-
-
 def _listed(
     orders: QuerySet[Order], since: datetime | None, after: OrderKey | None
 ) -> QuerySet[Order]:
@@ -123,7 +120,7 @@ def orders_page_for_partner(
     """The partner's orders in `partner_status` created at or after `since`, oldest first
     (created_at, then order_id): those after the key `after`, at most `limit` of them (every
     one without a limit)."""
-    statuses = _statuses(partner_status)
+    statuses = partner_statuses_for(partner_status)
     if limit is None:
         orders = _listed(Order.objects.filter(partner_sync_status__in=statuses), since, after)
         rows = list(orders.values_list(*_ORDER_COLUMNS))
@@ -154,6 +151,12 @@ def order_for_partner(*, order_id: int) -> dict[str, Any] | None:
     )
     records = _partner_records(rows, OrderItem.objects.filter(order_id=order_id))
     return records[0] if records else None
+
+
+def order_record(*, order_id: int) -> dict[str, Any]:
+    """One order's record (the partner feed's shape), whoever it is for."""
+    rows = list(Order.objects.filter(pk=order_id).values_list(*_ORDER_COLUMNS))
+    return _partner_records(rows, OrderItem.objects.filter(order_id=order_id))[0]
 
 
 def orders_waiting_summary() -> tuple[int, datetime | None]:
@@ -191,9 +194,18 @@ def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict
     for row in rows:
         order_id, order_number, created_at, status = row[:4]
         customer = dict(zip(CUSTOMER_FIELDS, row[4:customer_end], strict=True))
-        subtotal, vat_total, total, currency, partner_sync_status, partner_reference = row[
-            customer_end:
-        ]
+        (
+            subtotal,
+            vat_total,
+            total,
+            currency,
+            partner_sync_status,
+            partner_reference,
+            status_changed_at,
+            carrier,
+            tracking_number,
+            tracking_url,
+        ) = row[customer_end:]
         records.append(
             {
                 "order_id": order_id,
@@ -208,6 +220,12 @@ def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict
                 "currency": currency,
                 "partner_sync_status": partner_sync_status,
                 "partner_reference": partner_reference,
+                "status_changed_at": (
+                    status_changed_at.astimezone(zone).isoformat() if status_changed_at else None
+                ),
+                "carrier": carrier,
+                "tracking_number": tracking_number,
+                "tracking_url": tracking_url,
             }
         )
     return records

@@ -10,6 +10,7 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
+from catalog.reservations import reservations_book, reservations_unbook
 from core.problems import Problem, Refused
 from monitoring.metrics import record_acknowledgement
 from orders.models import (
@@ -18,12 +19,12 @@ from orders.models import (
     ORDER_RECORD_COLUMNS,
     Order,
     OrderItem,
+    OrderStatusChange,
 )
 from orders.schemas import OrderRecord
+from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus
 
 logger = logging.getLogger(__name__)
-
-PartnerStatus = Order.PartnerStatus
 
 
 class OrderNotFound(Exception):
@@ -46,6 +47,50 @@ class OrderAlreadyAcknowledged(Exception):
         self.partner_reference = partner_reference
 
 
+class OrderCancelledByShop(Exception):
+    """The shop cancelled the order before the partner system registered it."""
+
+    def __init__(self, order_id: int):
+        super().__init__(f"Order {order_id} was cancelled by the shop.")
+        self.order_id = order_id
+        self.status = OrderStatus.CANCELLED
+
+
+def record_status_change(
+    order: Order,
+    *,
+    old: str | None,
+    new: str | None,
+    by: str,
+    by_name: str = "",
+    at=None,
+    field: str = "status",
+    detail: str = "",
+) -> None:
+    """Keep who changed the order's status (or partner sync status), when, from what to what."""
+    now = timezone.now()
+    OrderStatusChange.objects.create(
+        order=order,
+        field=field,
+        old_value=old,
+        new_value=new,
+        by=by,
+        by_name=by_name[:150],
+        changed_at=at or now,
+        recorded_at=now,
+        detail=detail[:255],
+    )
+
+
+def _cancelled_by_shop(order_id: int) -> bool:
+    return Order.objects.filter(
+        pk=order_id,
+        source=OrderSource.SHOP,
+        status=OrderStatus.CANCELLED,
+        partner_sync_status__isnull=True,
+    ).exists()
+
+
 class Acknowledged(NamedTuple):
     order: Order
     # True when the order already had this reference: nothing changed.
@@ -57,12 +102,19 @@ class OrdersRefused(Refused):
 
 
 def order_acknowledge(
-    *, order_id: int, partner_reference: str, note: str | None = None, client_name: str = ""
+    *,
+    order_id: int,
+    partner_reference: str,
+    note: str | None = None,
+    client_name: str = "",
+    stock_booked_at=None,
 ) -> Acknowledged:
     """Record that the partner system registered the order under `partner_reference`.
 
-    The row lock makes two concurrent acknowledgements queue: the second one sees the first
-    one's reference and is a repeat (same reference) or a conflict (another one).
+    From `stock_booked_at` (default: now) on, the partner system's stock figures count the
+    order: the first sync with figures from then on consumes its reservations. The row lock
+    makes two concurrent acknowledgements queue: the second one sees the first one's reference
+    and is a repeat (same reference, nothing changes) or a conflict (another one).
     """
     partner_reference = partner_reference.strip()
     with transaction.atomic():
@@ -72,6 +124,9 @@ def order_acknowledge(
             .first()
         )
         if order is None:
+            if _cancelled_by_shop(order_id):
+                record_acknowledgement("conflict")
+                raise OrderCancelledByShop(order_id)
             record_acknowledgement("not_found")
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
@@ -87,10 +142,30 @@ def order_acknowledge(
             )
             record_acknowledgement("conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
+        now = timezone.now()
         order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
         order.partner_reference = partner_reference
-        order.acknowledged_at = timezone.now()
-        order.save(update_fields=["partner_sync_status", "partner_reference", "acknowledged_at"])
+        order.acknowledged_at = now
+        order.stock_booked_at = stock_booked_at or now
+        order.save(
+            update_fields=[
+                "partner_sync_status",
+                "partner_reference",
+                "acknowledged_at",
+                "stock_booked_at",
+            ]
+        )
+        reservations_book(order_id=order.pk, booked_at=order.stock_booked_at, now=now)
+        record_status_change(
+            order,
+            field="partner_sync_status",
+            old=PartnerStatus.PENDING_PARTNER,
+            new=PartnerStatus.ACKNOWLEDGED,
+            by=Actor.PARTNER,
+            by_name=client_name,
+            at=now,
+            detail=f"partner_reference {partner_reference}"[:255],
+        )
     _log_acknowledgement("acknowledged", order, client_name, note)
     record_acknowledgement("acknowledged")
     return Acknowledged(order, repeated=False)
@@ -136,6 +211,21 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
                 order_number__in=[r.order_number for r in records]
             )
         }
+        # The shop's own orders hold reservations by their lines: an import never rewrites them.
+        placed = [
+            Problem(
+                loc=(index, "order_number"),
+                msg=f"order_number {record.order_number!r} is an order the shop placed through "
+                "the service; it cannot be imported over",
+                type="order_placed_by_shop",
+                input=record.order_number,
+            )
+            for index, record in enumerate(records)
+            if (order := existing.get(record.order_number)) is not None
+            and order.source == OrderSource.SHOP
+        ]
+        if placed:
+            raise OrdersRefused(placed)
         orders = []
         for record in records:
             order = existing.get(record.order_number) or Order(order_number=record.order_number)
@@ -223,12 +313,24 @@ def _orders_set_partner_status(
         orders = list(
             Order.objects.select_for_update()
             .filter(pk__in=list(order_ids), **condition)
+            # An order the shop cancelled before the partner system had it stays cancelled.
+            .exclude(source=OrderSource.SHOP, status=OrderStatus.CANCELLED)
             .order_by("pk")
         )
         for order in orders:
+            record_status_change(
+                order,
+                field="partner_sync_status",
+                old=order.partner_sync_status,
+                new=PartnerStatus.PENDING_PARTNER,
+                by=Actor.STAFF,
+                by_name=by,
+                at=now,
+            )
             order.partner_sync_status = PartnerStatus.PENDING_PARTNER
             order.partner_reference = None
             order.acknowledged_at = None
+            order.stock_booked_at = None
             order.partner_status_changed_by = by
             order.partner_status_changed_at = now
         Order.objects.bulk_update(
@@ -237,9 +339,16 @@ def _orders_set_partner_status(
                 "partner_sync_status",
                 "partner_reference",
                 "acknowledged_at",
+                "stock_booked_at",
                 "partner_status_changed_by",
                 "partner_status_changed_at",
             ],
+        )
+        # No figure of the partner system counts them any more.
+        reservations_unbook(
+            order_ids=[order.pk for order in orders],
+            now=now,
+            cause=f"acknowledgement taken back by {by}",
         )
     for order in orders:
         logger.info("order %s (%s) set to pending_partner by %s", order.pk, order.order_number, by)

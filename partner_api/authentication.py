@@ -3,8 +3,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 from rest_framework_api_key.models import APIKey
+
+from partner_api.models import KeyScope, key_scope
 
 HEADER = "X-API-Key"
 RATE_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600}
@@ -56,6 +58,7 @@ class ApiClient:
 
     key_id: str
     name: str
+    scope: str = KeyScope.PARTNER
     is_authenticated: bool = True
     is_anonymous: bool = False
 
@@ -83,16 +86,38 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         # cannot be a key and is refused before it reaches the database.
         if not key or len(key) > 200 or not (key.isascii() and key.isprintable()):
             raise exceptions.AuthenticationFailed("Invalid API key.")
-        try:
-            api_key = APIKey.objects.get_from_key(key)
-        except APIKey.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Invalid API key.") from None
+        # The library's get_from_key, with the key's scope read in the same query.
+        prefix = key.partition(".")[0]
+        api_key = (
+            APIKey.objects.get_usable_keys().select_related("scope").filter(prefix=prefix).first()
+        )
+        if api_key is None or not api_key.is_valid(key):
+            raise exceptions.AuthenticationFailed("Invalid API key.")
         if api_key.has_expired:
             raise exceptions.AuthenticationFailed("API key has expired.")
-        client = ApiClient(key_id=api_key.pk, name=api_key.name)
+        client = ApiClient(key_id=api_key.pk, name=api_key.name, scope=key_scope(api_key))
         # Request logging reads the key's name here, never its value.
         request._request.api_client_name = api_key.name
         return client, api_key
 
     def authenticate_header(self, request) -> str:
         return f'ApiKey header="{HEADER}"'
+
+
+class HasScope(permissions.BasePermission):
+    """The key is valid and made for the view's operations (`view.key_scope`).
+
+    A valid key of the other scope is 403, never 401: it is not an invalid key.
+    """
+
+    def has_permission(self, request, view) -> bool:
+        client = request.user
+        if not getattr(client, "is_authenticated", False):
+            return False
+        if client.scope != view.key_scope:
+            self.message = (
+                f"This {client.scope} key cannot call {view.key_scope} operations; use a "
+                f"{view.key_scope} key."
+            )
+            return False
+        return True

@@ -6,13 +6,13 @@ from typing import Any, TypeVar
 
 import pydantic
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
-from rest_framework import permissions
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.views import APIView
 
 from core.problems import Problem, problems_from_pydantic
-from partner_api.authentication import ApiKeyAuthentication
+from partner_api.authentication import ApiKeyAuthentication, HasScope
 from partner_api.exceptions import VALIDATION_RULES, RequestInvalid
+from partner_api.models import KeyScope
 from partner_api.parsers import RequestTooLarge
 from partner_api.schemas import ErrorBody, ValidationErrorBody
 
@@ -31,10 +31,11 @@ class JSONOnlyNegotiation(DefaultContentNegotiation):
 
 
 class PartnerAPIView(APIView):
-    """An operation of the partner API: an X-API-Key is required, and the answer is JSON."""
+    """An operation of the partner API: a partner X-API-Key is required; the answer is JSON."""
 
     authentication_classes = (ApiKeyAuthentication,)
-    permission_classes = (permissions.IsAuthenticated,)
+    permission_classes = (HasScope,)
+    key_scope: str = KeyScope.PARTNER
     content_negotiation_class = JSONOnlyNegotiation
     # Names the operation in the OpenAPI document and in the 400-versus-422 rule.
     operation_id: str = ""
@@ -44,6 +45,12 @@ class PartnerAPIView(APIView):
         # After the key check: a bad key with an oversize body is 401 (config.middleware).
         if getattr(request._request, "body_too_large", False):
             raise RequestTooLarge()
+
+
+class ShopAPIView(PartnerAPIView):
+    """An operation of the shop API: a shop X-API-Key is required; the answer is JSON."""
+
+    key_scope = KeyScope.SHOP
 
 
 def validate(
@@ -89,7 +96,16 @@ RESPONSE_THROTTLED = OpenApiResponse(
 )
 RESPONSE_UNAVAILABLE = OpenApiResponse(ErrorBody, description="Database unavailable; retry later.")
 # Every operation: the key, its rate, the database.
-KEY_RESPONSES = {401: RESPONSE_UNAUTHORIZED, 429: RESPONSE_THROTTLED, 503: RESPONSE_UNAVAILABLE}
+RESPONSE_WRONG_SCOPE = OpenApiResponse(
+    ErrorBody,
+    description="A valid key of the other scope (a shop key on a partner operation, or the reverse).",
+)
+KEY_RESPONSES = {
+    401: RESPONSE_UNAUTHORIZED,
+    403: RESPONSE_WRONG_SCOPE,
+    429: RESPONSE_THROTTLED,
+    503: RESPONSE_UNAVAILABLE,
+}
 # Every operation with a body, in addition.
 BODY_RESPONSES = {413: RESPONSE_TOO_LARGE, 415: RESPONSE_UNSUPPORTED_MEDIA_TYPE}
 

@@ -90,6 +90,28 @@ VALIDATION_RULES: dict[str, ValidationRule] = {
             "characters, note over 1000) or a non-integer order_id."
         ),
     ),
+    **{
+        operation_id: ValidationRule(lambda problem: True, unprocessable_entity=description)
+        for operation_id, description in (
+            (
+                "shop_stock_query",
+                "Invalid body: malformed JSON, `keys` missing, empty or over 1000, a key's "
+                'stock_code missing or empty (loc ["body", "keys", i, "stock_code"]).',
+            ),
+            (
+                "shop_orders_place",
+                "Invalid body (every problem listed): malformed JSON, a missing or invalid "
+                "field, totals that do not add up to the cent (`type` totals_mismatch), a line "
+                "whose key names no product or several (`unknown_key`, `ambiguous_key` at "
+                '["body", "items", i]) or the same product as an earlier line (`duplicate_key`).',
+            ),
+            ("shop_orders_get", 'A non-integer order_id (loc ["path", "order_id"]).'),
+            (
+                "shop_orders_cancel",
+                "A non-integer order_id, malformed JSON, or a reason over 255 characters.",
+            ),
+        )
+    },
     "plant_update": ValidationRule(
         lambda problem: False,
         bad_request=(

@@ -21,8 +21,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from core.text import TextFromNumbers, text_field
+from core.times import document_time
 from orders.schemas import OrderCustomerRecord, PartnerReference
 from orders.selectors import PAGE_LIMIT_MAX, CursorInvalid, OrderKey, order_cursor_decode
+from orders.states import PARTNER_STATUS_FILTERS, PartnerStatus
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -34,10 +36,10 @@ _OFFSET_AS_SPACE = re.compile(r"^(.*\d) (\d{2}(?::?\d{2})?)$")
 _ISO_8601_CHARACTERS = re.compile(r"[0-9TZW:.,+\- ]+")
 
 
-class PartnerStatusFilter(StrEnum):
-    PENDING_PARTNER = "pending_partner"
-    ACKNOWLEDGED = "acknowledged"
-    ALL = "all"
+# The poll's filter values, read from the states table.
+PartnerStatusFilter = StrEnum(
+    "PartnerStatusFilter", {value.upper(): value for value in PARTNER_STATUS_FILTERS}
+)
 
 
 def parse_since(value: str) -> datetime | None:
@@ -192,6 +194,21 @@ class AcknowledgeRequest(TextFromNumbers):
     note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
         default=None, description="Optional note, at most 1000 characters; logged, never stored."
     )
+    stock_booked_at: Annotated[
+        datetime | None,
+        BeforeValidator(lambda value: document_time(value, name="stock_booked_at")),
+        WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
+    ] = Field(
+        default=None,
+        description=(
+            "From when the partner system's stock figures count the order: an ISO 8601 "
+            "date-time on its clock (naive: the service's time zone; more than 10 minutes in "
+            "the future is 422). Absent or null: the moment of the first acknowledgement. The "
+            "first sync with a document time at or after it consumes the order's reservations. "
+            "A repeated acknowledgement never changes it."
+        ),
+        examples=["2026-01-31T08:00:00+01:00"],
+    )
 
 
 class OrderCustomer(OrderCustomerRecord):
@@ -220,10 +237,16 @@ class Order(BaseModel):
     vat_total: float
     total: float
     currency: str = Field(default="EUR")
-    partner_sync_status: Literal["pending_partner", "acknowledged"] | None = None
+    partner_sync_status: Literal[tuple(PartnerStatus.values)] | None = None  # type: ignore[valid-type]
     partner_reference: str | None = Field(
         default=None, description="Partner document number set by acknowledgement."
     )
+    status_changed_at: datetime | None = Field(
+        default=None, description="When the status last changed (ISO 8601 with an offset)."
+    )
+    carrier: str | None = Field(default=None, description="Carrier of the shipment.")
+    tracking_number: str | None = Field(default=None, description="Tracking number.")
+    tracking_url: str | None = Field(default=None, description="Tracking page (http or https).")
 
 
 class OrderList(BaseModel):
@@ -241,4 +264,13 @@ class OrderList(BaseModel):
 
 class AcknowledgeConflict(BaseModel):
     detail: str
-    partner_reference: str = Field(description="The partner reference the order already has.")
+    partner_reference: str | None = Field(
+        default=None,
+        description=(
+            "The partner reference the order already has (absent for an order the shop "
+            "cancelled before it was acknowledged)."
+        ),
+    )
+    status: Literal["cancelled"] | None = Field(
+        default=None, description='"cancelled" when the shop cancelled the order.'
+    )

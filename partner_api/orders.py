@@ -5,7 +5,12 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 
 from orders.selectors import order_cursor_encode, order_for_partner, orders_page_for_partner
-from orders.services import OrderAlreadyAcknowledged, OrderNotFound, order_acknowledge
+from orders.services import (
+    OrderAlreadyAcknowledged,
+    OrderCancelledByShop,
+    OrderNotFound,
+    order_acknowledge,
+)
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
@@ -110,7 +115,9 @@ class OrderAcknowledgeView(PartnerAPIView):
                 AcknowledgeConflict,
                 description=(
                     "Already acknowledged with another partner_reference; the body names the "
-                    "stored one, in its message and as the field partner_reference."
+                    "stored one, in its message and as the field partner_reference. Or the "
+                    'shop cancelled the order before it was acknowledged: `"status": '
+                    '"cancelled"`.'
                 ),
                 examples=[
                     OpenApiExample(
@@ -143,9 +150,12 @@ class OrderAcknowledgeView(PartnerAPIView):
                 partner_reference=body.partner_reference,
                 note=body.note,
                 client_name=request.user.name,
+                stock_booked_at=body.stock_booked_at,
             )
         except OrderNotFound as exc:
             raise exceptions.NotFound(str(exc))
+        except OrderCancelledByShop as exc:
+            raise Conflict(str(exc), status=exc.status)
         except OrderAlreadyAcknowledged as exc:
             raise Conflict(str(exc), partner_reference=exc.partner_reference)
         response = Response(order_for_partner(order_id=acknowledged.order.pk))

@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from partner_api import orders, plants, products
+from partner_api import orders, plants, products, shop
 
 app_name = "partner_api"
 
@@ -18,6 +18,16 @@ urlpatterns = [
         r"^v1/partner/orders/(?P<order_id>[^/]+)/acknowledge/?$",
         orders.OrderAcknowledgeView.as_view(),
         name="orders-acknowledge",
+    ),
+    re_path(r"^v1/shop/stock/query/?$", shop.StockQueryView.as_view(), name="shop-stock-query"),
+    re_path(r"^v1/shop/orders/?$", shop.ShopOrderListView.as_view(), name="shop-orders"),
+    re_path(
+        r"^v1/shop/orders/(?P<order_id>[^/]+)/?$", shop.ShopOrderView.as_view(), name="shop-order"
+    ),
+    re_path(
+        r"^v1/shop/orders/(?P<order_id>[^/]+)/cancel/?$",
+        shop.ShopOrderCancelView.as_view(),
+        name="shop-order-cancel",
     ),
     re_path(r"^v3/plant/?$", plants.PlantView.as_view(), name="plant"),
 ]

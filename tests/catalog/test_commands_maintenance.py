@@ -93,13 +93,26 @@ def test_list_api_keys_shows_state_but_never_the_key():
     _, revoked = api_key_create(name="old-erp")
     APIKey.objects.filter(name="old-erp").update(revoked=True)
     api_key_create(name="temp", expiry_date=ago(days=1))
+    api_key_create(name="storefront", scope="shop")
 
     out, _ = run("list_api_keys")
 
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "PREFIX", "CREATED", "EXPIRES", "STATE"]
+    assert lines[0].split() == ["NAME", "SCOPE", "PREFIX", "CREATED", "EXPIRES", "STATE"]
     states = {line.split()[0]: line.split()[-1] for line in lines[1:]}
-    assert states == {"erp": "active", "old-erp": "revoked", "temp": "expired"}
+    assert states == {
+        "erp": "active",
+        "old-erp": "revoked",
+        "temp": "expired",
+        "storefront": "active",
+    }
+    scopes = {line.split()[0]: line.split()[1] for line in lines[1:]}
+    assert scopes == {
+        "erp": "partner",
+        "old-erp": "partner",
+        "temp": "partner",
+        "storefront": "shop",
+    }
     assert active not in out and revoked not in out
     assert active.split(".")[0] in out  # the prefix identifies the key
 

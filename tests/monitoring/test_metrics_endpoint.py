@@ -136,7 +136,7 @@ class TestGaugesFromTheDatabase:
         OrderFactory.create_batch(5)
         PendingProductFactory.create_batch(5)
         SyncAuditFactory.create_batch(5)
-        with django_assert_max_num_queries(4):
+        with django_assert_max_num_queries(5):
             scrape(Client())
 
 

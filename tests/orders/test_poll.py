@@ -167,6 +167,10 @@ class TestRecordShape:
             "currency": "EUR",
             "partner_sync_status": "pending_partner",
             "partner_reference": None,
+            "status_changed_at": None,
+            "carrier": None,
+            "tracking_number": None,
+            "tracking_url": None,
         }
 
     def test_money_is_a_json_number(self, api_client):

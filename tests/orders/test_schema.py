@@ -65,6 +65,11 @@ def test_order_shape_matches_the_interface(schema):
         "currency",
         "partner_sync_status",
         "partner_reference",
+        # What became of the order (decisions.md, "What became of an order").
+        "status_changed_at",
+        "carrier",
+        "tracking_number",
+        "tracking_url",
     }
     assert order["total"]["type"] == "number"
     assert set(components["OrderItem"]["properties"]) == {
@@ -97,6 +102,8 @@ def test_the_conflict_body_names_the_stored_reference_as_a_field(schema):
     operation = schema["paths"]["/api/v1/partner/orders/{order_id}/acknowledge"]["post"]
     conflict = operation["responses"]["409"]
     body = schema["components"]["schemas"][_ref(conflict)]
-    assert set(body["required"]) == {"detail", "partner_reference"}
+    assert set(body["required"]) == {"detail"}
+    # The stored reference, or the shop's cancellation.
+    assert {"partner_reference", "status"} <= set(body["properties"])
     example = next(iter(conflict["content"]["application/json"]["examples"].values()))
     assert example["value"]["partner_reference"] == "FA-1"

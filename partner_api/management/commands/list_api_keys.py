@@ -2,11 +2,12 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from partner_api.keys import api_key_list
+from partner_api.models import key_scope
 
 
 class Command(BaseCommand):
     help = (
-        "List the API keys: name, prefix, created, expiry and whether each is active, revoked "
+        "List the API keys: name, scope (partner or shop), prefix, created, expiry and whether each is active, revoked "
         "or expired. Key values are never shown (only their hashes are stored)."
     )
 
@@ -30,6 +31,7 @@ class Command(BaseCommand):
             rows.append(
                 (
                     key.name,
+                    key_scope(key),
                     key.prefix,
                     f"{timezone.localtime(key.created):%Y-%m-%d %H:%M}",
                     f"{timezone.localtime(key.expiry_date):%Y-%m-%d %H:%M}"
@@ -41,7 +43,7 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write("No API keys." if not active else "No active API keys.")
             return
-        header = ("NAME", "PREFIX", "CREATED", "EXPIRES", "STATE")
+        header = ("NAME", "SCOPE", "PREFIX", "CREATED", "EXPIRES", "STATE")
         widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
         for row in (header, *rows):
             self.stdout.write(

@@ -1,0 +1,120 @@
+"""Stock that shop orders hold back from sale: reservations and each product's `reserved`.
+
+A reservation is a row with its own state (open, consumed, released), never a hidden decrement
+of the partner system's figure. `Product.reserved` is the sum of a product's open reservations,
+rewritten from them in the same transaction as every change, so the two never disagree.
+
+Every writer here runs inside its caller's transaction, with the products' rows locked by the
+caller (placement, sync) or locked here in primary-key order (release), so that concurrent
+writers queue instead of deadlocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+
+from catalog.models import Product, Reservation
+
+State = Reservation.State
+
+
+def reservations_open(*, order_id: int, lines: Sequence[tuple[int, int]], now: datetime) -> None:
+    """Hold `quantity` of each (product_id, quantity) for the order; products already locked."""
+    Reservation.objects.bulk_create(
+        [
+            Reservation(
+                order_id=order_id,
+                product_id=product_id,
+                quantity=quantity,
+                created_at=now,
+                changed_at=now,
+                cause="placed by the shop",
+            )
+            for product_id, quantity in lines
+        ]
+    )
+    _recount({product_id for product_id, _ in lines})
+
+
+def reservations_release(*, order_id: int, cause: str, now: datetime) -> int:
+    """Give the order's open reservations back to sale; returns the units released."""
+    open_rows = list(
+        Reservation.objects.filter(order_id=order_id, state=State.OPEN).values_list(
+            "pk", "product_id", "quantity"
+        )
+    )
+    if not open_rows:
+        return 0
+    product_ids = sorted({product_id for _, product_id, _ in open_rows})
+    # The products first, in id order, as every other writer of `reserved` takes them.
+    list(Product.objects.select_for_update().filter(pk__in=product_ids).order_by("pk").values("pk"))
+    Reservation.objects.filter(pk__in=[pk for pk, _, _ in open_rows], state=State.OPEN).update(
+        state=State.RELEASED, changed_at=now, cause=cause
+    )
+    _recount(product_ids)
+    return sum(quantity for _, _, quantity in open_rows)
+
+
+def reservations_book(*, order_id: int, booked_at: datetime, now: datetime) -> None:
+    """From `booked_at` on, the partner system's figures count the order."""
+    Reservation.objects.filter(order_id=order_id, state=State.OPEN).update(
+        booked_at=booked_at,
+        changed_at=now,
+        cause=f"booked by the partner system from {booked_at.isoformat()}",
+    )
+
+
+def reservations_unbook(*, order_ids: Iterable[int], now: datetime, cause: str) -> None:
+    """The partner system's acknowledgement was taken back: no figure counts the orders."""
+    Reservation.objects.filter(order_id__in=list(order_ids), state=State.OPEN).update(
+        booked_at=None, changed_at=now, cause=cause
+    )
+
+
+def reservations_consume(
+    *, product_ids: Iterable[int], document_time: datetime, audit_id: int | None, now: datetime
+) -> int:
+    """A sync applied these (locked) products with figures from `document_time`: the open
+    reservations booked at or before it are in those figures now. Returns how many."""
+    booked = list(
+        Reservation.objects.filter(
+            state=State.OPEN, booked_at__isnull=False, booked_at__lte=document_time
+        ).values_list("pk", "product_id")
+    )
+    if not booked:
+        return 0
+    applied = set(product_ids)
+    consumed = [(pk, product_id) for pk, product_id in booked if product_id in applied]
+    if not consumed:
+        return 0
+    Reservation.objects.filter(pk__in=[pk for pk, _ in consumed]).update(
+        state=State.CONSUMED,
+        changed_at=now,
+        sync_audit_id=audit_id,
+        cause=f"in the partner system's figures of {document_time.isoformat()}",
+    )
+    _recount({product_id for _, product_id in consumed})
+    return len(consumed)
+
+
+def reservations_recount(*, product_ids: Iterable[int] | None = None) -> None:
+    """Rewrite `reserved` from the open reservations (all products when none are named)."""
+    _recount(None if product_ids is None else set(product_ids))
+
+
+def _recount(product_ids: set[int] | None) -> None:
+    open_units = (
+        Reservation.objects.filter(product=OuterRef("pk"), state=State.OPEN)
+        .order_by()
+        .values("product")
+        .annotate(units=Sum("quantity"))
+        .values("units")
+    )
+    products = (
+        Product.objects.all() if product_ids is None else Product.objects.filter(pk__in=product_ids)
+    )
+    products.update(reserved=Coalesce(Subquery(open_units, output_field=IntegerField()), Value(0)))

@@ -1,0 +1,301 @@
+"""The shop's writes: placing an order (which reserves its stock) and cancelling it.
+
+Placement locks the products of all lines in primary-key order (as the sync does), checks every
+line against what the product can sell, and stores the order, its items and its reservations in
+one transaction: of concurrent placements for the last units, exactly as many succeed as the
+stock allows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from catalog.keys import ProductsByKey
+from catalog.models import Product
+from catalog.reservations import reservations_open, reservations_release
+from core.problems import Problem, Refused
+from core.retry import run_with_retry
+from orders.models import CUSTOMER_FIELDS, Order, OrderItem
+from orders.schemas import ShopOrder, totals_problems
+from orders.services import OrderNotFound, record_status_change
+from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, shop_may_cancel
+
+logger = logging.getLogger(__name__)
+
+
+class OrderNumberTaken(Exception):
+    """Another order (another body) already has this order number."""
+
+    def __init__(self, order_id: int, order_number: str):
+        super().__init__(
+            f"Order number {order_number!r} is already taken by order {order_id}, placed with "
+            "another body."
+        )
+        self.order_id = order_id
+
+
+class OrderLinesRefused(Refused):
+    """Totals or product keys of the order are wrong; nothing was stored."""
+
+
+@dataclass(frozen=True)
+class ShortLine:
+    index: int
+    stock_code: str
+    ean: str
+    requested: int
+    salable: int
+
+
+class StockShort(Exception):
+    """One or more lines ask for more than their product can sell; nothing was stored."""
+
+    def __init__(self, short: list[ShortLine]):
+        super().__init__(
+            f"Not enough stock for {len(short)} line(s): "
+            + ", ".join(f"{s.stock_code} ({s.requested} > {s.salable})" for s in short[:5])
+        )
+        self.short = short
+
+
+class Placed(NamedTuple):
+    order: Order
+    # True when the same placement was made before: nothing was stored or reserved again.
+    replayed: bool
+
+
+class ShopOrderCancelRefused(Exception):
+    """The partner system has the order already: only it may cancel it now."""
+
+    def __init__(self, order: Order):
+        super().__init__(
+            f"Order {order.pk} is acknowledged by the partner system "
+            f"(partner_reference {order.partner_reference!r}); it can no longer be cancelled "
+            "by the shop."
+        )
+        self.partner_reference = order.partner_reference
+
+
+def order_place(*, order: ShopOrder, body_hash: str, by_name: str = "") -> Placed:
+    """Store the shop's order and reserve its lines, or say why not (nothing half-done)."""
+    try:
+        return run_with_retry(lambda: _place(order, body_hash=body_hash, by_name=by_name))
+    except IntegrityError:
+        # The same order number committed by a concurrent placement while this one waited.
+        existing = Order.objects.filter(order_number=order.order_number).first()
+        if existing is None:
+            raise
+        return _replay_or_conflict(existing, body_hash)
+
+
+def _replay_or_conflict(existing: Order, body_hash: str) -> Placed:
+    if existing.source == OrderSource.SHOP and existing.placement_hash == body_hash:
+        return Placed(existing, replayed=True)
+    raise OrderNumberTaken(existing.pk, existing.order_number)
+
+
+def _place(order: ShopOrder, *, body_hash: str, by_name: str) -> Placed:
+    now = timezone.now()
+    with transaction.atomic():
+        existing = Order.objects.filter(order_number=order.order_number).first()
+        if existing is not None:
+            return _replay_or_conflict(existing, body_hash)
+        problems = totals_problems(order)
+        products = _locked_products({line.stock_code for line in order.items})
+        matched, key_problems = _match_lines(order, products)
+        problems.extend(key_problems)
+        if problems:
+            raise OrderLinesRefused(problems)
+        short = [
+            ShortLine(
+                index=index,
+                stock_code=line.stock_code,
+                ean=line.ean or "",
+                requested=line.quantity,
+                salable=available,
+            )
+            for index, (line, product) in enumerate(zip(order.items, matched, strict=True))
+            if line.quantity > (available := product.salable)
+        ]
+        if short:
+            raise StockShort(short)
+        stored = _store(order, body_hash=body_hash, now=now)
+        reservations_open(
+            order_id=stored.pk,
+            lines=[
+                (product.pk, line.quantity)
+                for line, product in zip(order.items, matched, strict=True)
+            ],
+            now=now,
+        )
+        record_status_change(
+            stored,
+            old=None,
+            new=OrderStatus.NEW,
+            by=Actor.SHOP,
+            by_name=by_name,
+            at=now,
+            detail="placed",
+        )
+    logger.info(
+        "order %s (%s) placed by the shop: %d line(s), key=%s",
+        stored.pk,
+        stored.order_number,
+        len(order.items),
+        by_name or "-",
+    )
+    return Placed(stored, replayed=False)
+
+
+def _locked_products(stock_codes: set[str]) -> ProductsByKey[Product]:
+    rows = Product.objects.select_for_update().filter(stock_code__in=stock_codes).order_by("pk")
+    return ProductsByKey(
+        rows.only("pk", "ean", "stock_code", "shop_quantity", "reserved", "safety_buffer"),
+        key=lambda product: (product.ean, product.stock_code),
+    )
+
+
+def _match_lines(
+    order: ShopOrder, products: ProductsByKey[Product]
+) -> tuple[list[Product | None], list[Problem]]:
+    matched: list[Product | None] = []
+    problems = []
+    line_of_product: dict[int, int] = {}
+    for index, line in enumerate(order.items):
+        candidates = products.candidates(line.ean, line.stock_code)
+        product = candidates[0] if len(candidates) == 1 else None
+        matched.append(product)
+        if not candidates or len(candidates) > 1:
+            kind = "unknown_key" if not candidates else "ambiguous_key"
+            problems.append(
+                Problem(
+                    loc=("items", index),
+                    msg=(
+                        f"No product has the key {_key_text(line)}"
+                        if not candidates
+                        else f"The key {_key_text(line)} names {len(candidates)} products; "
+                        "send its EAN"
+                    ),
+                    type=kind,
+                    ctx={"stock_code": line.stock_code, "ean": line.ean or ""},
+                )
+            )
+            continue
+        first = line_of_product.setdefault(product.pk, index)
+        if first != index:
+            problems.append(
+                Problem(
+                    loc=("items", index),
+                    msg=f"Line {index} names the same product as line {first}",
+                    type="duplicate_key",
+                    ctx={"indexes": [first, index]},
+                )
+            )
+    return matched, problems
+
+
+def _key_text(line) -> str:
+    return f"({line.ean!r}, {line.stock_code!r})" if line.ean else repr(line.stock_code)
+
+
+def _store(order: ShopOrder, *, body_hash: str, now) -> Order:
+    stored = Order(
+        order_number=order.order_number,
+        created_at=order.created_at or now,
+        status=OrderStatus.NEW,
+        subtotal=order.subtotal,
+        vat_total=order.vat_total,
+        total=order.total,
+        currency=order.currency,
+        partner_sync_status=PartnerStatus.PENDING_PARTNER,
+        source=OrderSource.SHOP,
+        placement_hash=body_hash,
+        status_changed_at=now,
+    )
+    for name in CUSTOMER_FIELDS:
+        setattr(stored, f"customer_{name}", getattr(order.customer, name))
+    stored.save()
+    OrderItem.objects.bulk_create(
+        [
+            OrderItem(
+                order=stored,
+                name=line.name,
+                quantity=line.quantity,
+                unit_price=line.unit_price,
+                total=line.total,
+                ean=line.ean or None,
+                stock_code=line.stock_code,
+            )
+            for line in order.items
+        ]
+    )
+    return stored
+
+
+def shop_order_get(*, order_id: int) -> Order:
+    """An order the shop placed through the service; OrderNotFound for any other id."""
+    order = Order.objects.filter(pk=order_id, source=OrderSource.SHOP).first()
+    if order is None:
+        raise OrderNotFound(order_id)
+    return order
+
+
+class ShopCancelled(NamedTuple):
+    order: Order
+    # True when the shop had cancelled it before: nothing changed.
+    repeated: bool
+
+
+def order_cancel_by_shop(*, order_id: int, reason: str | None, by_name: str = "") -> ShopCancelled:
+    """Cancel an order the partner system has not acknowledged; its stock goes back on sale."""
+    return run_with_retry(lambda: _cancel(order_id, reason=reason, by_name=by_name))
+
+
+def _cancel(order_id: int, *, reason: str | None, by_name: str) -> ShopCancelled:
+    now = timezone.now()
+    with transaction.atomic():
+        order = (
+            Order.objects.select_for_update().filter(pk=order_id, source=OrderSource.SHOP).first()
+        )
+        if order is None:
+            raise OrderNotFound(order_id)
+        if order.status == OrderStatus.CANCELLED and order.partner_sync_status is None:
+            return ShopCancelled(order, repeated=True)
+        if not shop_may_cancel(
+            source=order.source,
+            partner_sync_status=order.partner_sync_status,
+            status=order.status,
+        ):
+            raise ShopOrderCancelRefused(order)
+        old_status = order.status
+        order.status = OrderStatus.CANCELLED
+        order.status_changed_at = now
+        order.cancel_reason = reason
+        # It leaves the partner feed: the partner system never registered it.
+        order.partner_sync_status = None
+        order.save(
+            update_fields=["status", "status_changed_at", "cancel_reason", "partner_sync_status"]
+        )
+        released = reservations_release(order_id=order.pk, cause="cancelled by the shop", now=now)
+        record_status_change(
+            order,
+            old=old_status,
+            new=OrderStatus.CANCELLED,
+            by=Actor.SHOP,
+            by_name=by_name,
+            at=now,
+            detail=(reason or "")[:255],
+        )
+    logger.info(
+        "order %s (%s) cancelled by the shop: %d unit(s) released, key=%s",
+        order.pk,
+        order.order_number,
+        released,
+        by_name or "-",
+    )
+    return ShopCancelled(order, repeated=False)

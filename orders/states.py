@@ -1,0 +1,93 @@
+"""An order's states and the moves between them, declared once.
+
+Two axes, as the interface has them:
+
+- `partner_sync_status`: whether the partner system has the order (`pending_partner`) or has
+  registered it (`acknowledged`); null for orders that are not the partner's (legacy imports,
+  orders the shop cancelled before the partner system registered them).
+- `status`: what became of the order (`new`, `shipped`, `delivered`, `cancelled`). An imported
+  order may carry a status of its own ("processing", ...): for the moves below it counts as
+  `new`.
+
+Who moves an order (`Actor`): the shop (placement, cancellation before acknowledgement), the
+partner system (acknowledgement, what became of the order) or staff (admin actions).
+
+Everything that names a state reads it from here: the model's choices, the API schemas, the
+selectors, the services, the admin, the metrics and the connector. Adding a status is a change
+to `OrderStatus` and `STATUS_TRANSITIONS` (and a migration for the choices).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class OrderStatus(models.TextChoices):
+    NEW = "new", "New"
+    SHIPPED = "shipped", "Shipped"
+    DELIVERED = "delivered", "Delivered"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class PartnerStatus(models.TextChoices):
+    PENDING_PARTNER = "pending_partner", "Pending partner"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+
+
+class Actor(models.TextChoices):
+    SHOP = "shop", "Shop"
+    PARTNER = "partner", "Partner system"
+    STAFF = "staff", "Staff"
+
+
+class OrderSource(models.TextChoices):
+    IMPORT = "import", "Imported"
+    SHOP = "shop", "Placed by the shop"
+
+
+# What the partner system may report for an acknowledged order: from each status, the statuses
+# it may move to. A status not listed here (an imported order's own) counts as `new`.
+STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
+    OrderStatus.NEW: frozenset({OrderStatus.SHIPPED, OrderStatus.CANCELLED}),
+    OrderStatus.SHIPPED: frozenset({OrderStatus.DELIVERED}),
+    OrderStatus.DELIVERED: frozenset(),
+    OrderStatus.CANCELLED: frozenset(),
+}
+# The statuses the partner system reports (the status operation's `status` values).
+PARTNER_REPORTED_STATUSES: tuple[str, ...] = tuple(
+    sorted({target for targets in STATUS_TRANSITIONS.values() for target in targets})
+)
+# The statuses after which nothing moves.
+FINAL_STATUSES: frozenset[str] = frozenset(
+    status for status, targets in STATUS_TRANSITIONS.items() if not targets
+)
+
+# The poll's filter: one partner sync status, or every order the partner system has.
+PARTNER_STATUS_ALL = "all"
+PARTNER_STATUS_FILTERS: tuple[str, ...] = (*PartnerStatus.values, PARTNER_STATUS_ALL)
+
+
+def effective_status(status: str) -> str:
+    """The status an order counts as in the transition table (`new` for an unknown one)."""
+    return status if status in STATUS_TRANSITIONS else OrderStatus.NEW
+
+
+def status_change_allowed(current: str, target: str) -> bool:
+    """Whether the partner system may move an order from `current` to `target`."""
+    return target in STATUS_TRANSITIONS[effective_status(current)]
+
+
+def partner_statuses_for(filter_value: str) -> list[str]:
+    """The partner sync statuses a poll filter value stands for."""
+    if filter_value == PARTNER_STATUS_ALL:
+        return list(PartnerStatus.values)
+    return [PartnerStatus(filter_value).value]
+
+
+def shop_may_cancel(*, source: str, partner_sync_status: str | None, status: str) -> bool:
+    """The shop cancels its own orders until the partner system acknowledges them."""
+    return (
+        source == OrderSource.SHOP
+        and partner_sync_status == PartnerStatus.PENDING_PARTNER
+        and effective_status(status) == OrderStatus.NEW
+    )

@@ -1,0 +1,278 @@
+"""The shop's operations: what it can sell, placing an order, reading and cancelling it.
+
+Every one needs a shop key (a partner key gets 403); every validation failure is a 422.
+"""
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+from catalog.selectors import stock_for_keys
+from core.canonical import canonical_digest
+from monitoring.metrics import record_order_placement, record_order_status_change
+from orders.placement import (
+    OrderLinesRefused,
+    OrderNumberTaken,
+    ShopOrderCancelRefused,
+    StockShort,
+    order_cancel_by_shop,
+    order_place,
+    shop_order_get,
+)
+from orders.schemas import CancelRequest, ShopOrder
+from orders.selectors import order_record
+from orders.services import OrderNotFound
+from orders.states import Actor, OrderStatus
+from partner_api.base import (
+    BODY_RESPONSES,
+    KEY_RESPONSES,
+    ShopAPIView,
+    validate,
+    validation_responses,
+)
+from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
+from partner_api.order_schemas import ORDER_ID_MAX, Order, OrderPath
+from partner_api.schemas import ErrorBody
+from partner_api.shop_schemas import (
+    CancelConflict,
+    PlacementConflict,
+    StockAnswer,
+    StockQuery,
+)
+
+TAG = "shop"
+ORDER_ID_PARAMETER = OpenApiParameter(
+    "order_id",
+    {"type": "integer", "minimum": 1, "maximum": ORDER_ID_MAX},
+    OpenApiParameter.PATH,
+    description="The order_id of the placement's answer.",
+)
+REPLAYED_HEADER = OpenApiParameter(
+    "Idempotent-Replayed",
+    str,
+    OpenApiParameter.HEADER,
+    response=[200],
+    enum=["true"],
+    description="Present when the answer repeats an earlier call: nothing changed.",
+)
+RESPONSE_ORDER_NOT_FOUND = OpenApiResponse(
+    ErrorBody, description="No order with this id was placed by the shop."
+)
+
+
+def _body(request, problems: list) -> Any:
+    try:
+        return request.data
+    except exceptions.ParseError as exc:
+        problems.append(json_invalid(exc))
+        return None
+
+
+def _path_and_optional_body(request, order_id: str, model):
+    """The order id of the path and the body (absent or null: empty), every problem of both
+    in one answer."""
+    problems: list = []
+    path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
+    data = _body(request, problems)
+    body = None
+    if not any(problem.loc[:1] == ("body",) for problem in problems):
+        body = validate(model, {} if data is None else data, loc="body", problems=problems)
+    if problems:
+        raise RequestInvalid(problems)
+    return path, body
+
+
+class StockQueryView(ShopAPIView):
+    """What the shop can sell of up to 1000 products."""
+
+    operation_id = "shop_stock_query"
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Salable stock",
+        description=(
+            "One answer per key, in request order: the partner system's level "
+            "(shop_quantity), the units open shop orders hold (reserved), the safety buffer, "
+            "and salable = max(0, shop_quantity - reserved - safety_buffer). Keys are matched as "
+            "the sync matches them; a key naming no product or several is not found, with its "
+            "reason, and null figures."
+        ),
+        request=StockQuery,
+        responses={
+            200: OpenApiResponse(StockAnswer, description="The figures of each key."),
+            **KEY_RESPONSES,
+            **BODY_RESPONSES,
+            **validation_responses(operation_id),
+        },
+        tags=[TAG],
+    )
+    def post(self, request):
+        problems: list = []
+        data = _body(request, problems)
+        if problems:
+            raise RequestInvalid(problems)
+        query = validate(StockQuery, data, loc="body")
+        items = stock_for_keys(keys=[(key.ean, key.stock_code) for key in query.keys])
+        return Response({"items": items})
+
+
+class ShopOrderListView(ShopAPIView):
+    """The shop places an order; its lines' quantities are reserved."""
+
+    operation_id = "shop_orders_place"
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Place an order",
+        description=(
+            "Checks the totals to the cent and each line's key (every problem listed, 422), "
+            "locks the lines' products and checks each line against its salable stock (409 "
+            "listing every short line; nothing stored), then stores the order (status new, "
+            "partner_sync_status pending_partner: the partner feed lists it at once) and "
+            "reserves its quantities, in one transaction. The same order_number with the same "
+            "body (canonical JSON) is 200 with the order as stored now and "
+            "Idempotent-Replayed: true; with another body it is 409 naming the stored order."
+        ),
+        parameters=[REPLAYED_HEADER],
+        request=ShopOrder,
+        responses={
+            201: OpenApiResponse(Order, description="The order, placed; its stock reserved."),
+            200: OpenApiResponse(Order, description="The same placement again: the order now."),
+            **KEY_RESPONSES,
+            409: OpenApiResponse(
+                PlacementConflict,
+                description=(
+                    "Lines short of stock (`short` lists each), or the order_number is taken "
+                    "by another body (`order_id` names the stored order)."
+                ),
+                examples=[
+                    OpenApiExample(
+                        "short",
+                        value={
+                            "detail": "Not enough stock for 1 line(s): S-1 (3 > 2)",
+                            "short": [
+                                {
+                                    "index": 0,
+                                    "stock_code": "S-1",
+                                    "ean": "",
+                                    "requested": 3,
+                                    "salable": 2,
+                                }
+                            ],
+                        },
+                    ),
+                    OpenApiExample(
+                        "order_number taken",
+                        value={"detail": "Order number 'W-1' is already taken.", "order_id": 7},
+                    ),
+                ],
+            ),
+            **BODY_RESPONSES,
+            **validation_responses(operation_id),
+        },
+        tags=[TAG],
+    )
+    def post(self, request):
+        problems: list = []
+        data = _body(request, problems)
+        if problems:
+            record_order_placement("refused")
+            raise RequestInvalid(problems)
+        try:
+            order = validate(ShopOrder, data, loc="body")
+            placed = order_place(
+                order=order, body_hash=canonical_digest(data), by_name=request.user.name
+            )
+        except (RequestInvalid, OrderLinesRefused):
+            record_order_placement("refused")
+            raise
+        except OrderNumberTaken as exc:
+            record_order_placement("refused")
+            raise Conflict(str(exc), order_id=exc.order_id)
+        except StockShort as exc:
+            record_order_placement("short")
+            raise Conflict(str(exc), short=[vars(line) for line in exc.short])
+        record_order_placement("replayed" if placed.replayed else "created")
+        if placed.replayed:
+            response = Response(order_record(order_id=placed.order.pk))
+            response["Idempotent-Replayed"] = "true"
+            return response
+        return Response(order_record(order_id=placed.order.pk), status=status.HTTP_201_CREATED)
+
+
+class ShopOrderView(ShopAPIView):
+    """One order the shop placed, as it stands now."""
+
+    operation_id = "shop_orders_get"
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Read an order",
+        description=(
+            "The order record (status, partner sync status, tracking) of an order the shop "
+            "placed through this service; any other id is 404."
+        ),
+        parameters=[ORDER_ID_PARAMETER],
+        responses={
+            200: OpenApiResponse(Order, description="The order."),
+            **KEY_RESPONSES,
+            404: RESPONSE_ORDER_NOT_FOUND,
+            **validation_responses(operation_id),
+        },
+        tags=[TAG],
+    )
+    def get(self, request, order_id: str):
+        path = validate(OrderPath, {"order_id": order_id}, loc="path")
+        try:
+            order = shop_order_get(order_id=path.order_id)
+        except OrderNotFound as exc:
+            raise exceptions.NotFound(str(exc))
+        return Response(order_record(order_id=order.pk))
+
+
+class ShopOrderCancelView(ShopAPIView):
+    """The shop cancels an order the partner system has not acknowledged."""
+
+    operation_id = "shop_orders_cancel"
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Cancel an order",
+        description=(
+            "Allowed while the partner system has not acknowledged the order: its status "
+            "becomes cancelled, its reserved stock goes back on sale and it leaves the partner "
+            "feed. Cancelling it again is 200 and changes nothing. After the acknowledgement "
+            "the answer is 409 with the partner_reference (the partner system cancels it)."
+        ),
+        parameters=[ORDER_ID_PARAMETER, REPLAYED_HEADER],
+        request=CancelRequest,
+        responses={
+            200: OpenApiResponse(Order, description="The order, cancelled."),
+            **KEY_RESPONSES,
+            404: RESPONSE_ORDER_NOT_FOUND,
+            409: OpenApiResponse(
+                CancelConflict, description="The partner system has acknowledged the order."
+            ),
+            **BODY_RESPONSES,
+            **validation_responses(operation_id),
+        },
+        tags=[TAG],
+    )
+    def post(self, request, order_id: str):
+        path, body = _path_and_optional_body(request, order_id, CancelRequest)
+        try:
+            cancelled = order_cancel_by_shop(
+                order_id=path.order_id, reason=body.reason, by_name=request.user.name
+            )
+        except OrderNotFound as exc:
+            raise exceptions.NotFound(str(exc))
+        except ShopOrderCancelRefused as exc:
+            raise Conflict(str(exc), partner_reference=exc.partner_reference)
+        response = Response(order_record(order_id=cancelled.order.pk))
+        if cancelled.repeated:
+            response["Idempotent-Replayed"] = "true"
+        else:
+            record_order_status_change(status=OrderStatus.CANCELLED, by=Actor.SHOP)
+        return response
