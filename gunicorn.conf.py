@@ -52,7 +52,11 @@ def _int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
-bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{_int('PORT', 8000)}"
+# Loopback by default: only nginx on the same host reaches the workers (deploy/nginx), so no
+# client can go past it, hold a worker with a slow request or send its own X-Forwarded-For.
+# GUNICORN_BIND names anything else: a unix socket (`unix:/run/stock-sync/gunicorn.sock`), or
+# a private address when the proxy runs on another host (then firewall it to that host).
+bind = os.environ.get("GUNICORN_BIND") or f"127.0.0.1:{_int('PORT', 8000)}"
 
 # Synchronous workers: a request is a short database transaction, and each worker holds at most
 # one PostgreSQL connection, so workers x app servers must stay under max_connections. Slow
@@ -84,6 +88,14 @@ preload_app = True
 # Workers' heartbeat files in memory: a slow or full disk must not get healthy workers killed.
 if os.path.isdir("/dev/shm"):
     worker_tmp_dir = "/dev/shm"
+
+# Request heads: above nginx's own limits (deploy/nginx: request lines up to 8 KiB, header lines
+# up to 8 KiB, 32 KiB of headers in all), so that whatever nginx lets through gunicorn accepts and
+# its HTML 414 and 431 never reach a client; nginx answers its own, in JSON. 8190 is the longest
+# request line gunicorn allows.
+limit_request_line = 8190
+limit_request_field_size = 16384
+limit_request_fields = 32768
 
 # Trust X-Forwarded-* only from the load balancer (comma-separated addresses).
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")

@@ -2,6 +2,8 @@
 can break a line.
 
 `RequestContextFilter` goes on the handlers (settings.LOGGING); it works with any formatter.
+`OneLineFormatter` is the text format's: what the filter cannot reach (a traceback, whose
+exception message may hold anything a client sent, and a stack) is escaped when formatted.
 """
 
 import logging
@@ -43,3 +45,14 @@ class RequestContextFilter(logging.Filter):
         if escaped != message:
             record.msg, record.args = escaped, None
         return True
+
+
+class OneLineFormatter(logging.Formatter):
+    """The text log format: every record is one line, its traceback included.
+
+    A traceback's lines are joined with `\\n` escapes, like a message's, so an exception
+    message with a newline cannot start a line of its own that looks like another record.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape_control(super().format(record))

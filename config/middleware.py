@@ -74,14 +74,17 @@ class AdminNulFilterMiddleware:
 
 
 REQUEST_ID_HEADER = "X-Request-ID"
-_ACCEPTABLE_REQUEST_ID = re.compile(r"[\x20-\x7e]{1,128}")
+# decisions.md, "Request correlation": nothing that could end a field of a text log line (a
+# space, a bracket, a quote) or a line (a control character).
+_ACCEPTABLE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 
 
 class RequestIdMiddleware:
     """Every response carries `X-Request-ID`: the client's own when acceptable, else a new one.
 
-    Acceptable is 1 to 128 printable ASCII characters. The value is on the request as
-    `request.correlation_id` and in every log line written while the request runs.
+    Acceptable is 1 to 128 characters of `A-Z a-z 0-9 . _ : - /`. The value is on the request
+    as `request.correlation_id` and in every log line written while the request runs (the
+    request's own line included), whether the id was sent or generated.
     """
 
     def __init__(self, get_response):

@@ -55,6 +55,8 @@ if SECRET_KEY == DEVELOPMENT_SECRET_KEY and not DEBUG and not ALLOW_DEVELOPMENT_
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+# A refused form post is JSON outside the admin (decisions.md, "Error bodies").
+CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -336,7 +338,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(x_request_id)s] %(message)s"},
+        "plain": {
+            "()": "config.logging.OneLineFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s [%(x_request_id)s] %(message)s",
+        },
         "json": {"()": "monitoring.logs.JsonLineFormatter"},
     },
     "filters": {"request_context": {"()": "config.logging.RequestContextFilter"}},

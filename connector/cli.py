@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from connector.orders import (
 )
 from connector.push import (
     DEFAULT_CHUNK_SIZE,
+    MAX_CHUNK_SIZE,
     Chunk,
     ChunkResult,
     RetryPolicy,
@@ -155,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk-size",
         type=int,
         default=int(_env_number("CONNECTOR_CHUNK_SIZE", DEFAULT_CHUNK_SIZE)),
-        help="rows per batch request, at most the server's limit "
+        help=f"rows per batch request, 1 to {MAX_CHUNK_SIZE} (the service's limit) "
         "(env CONNECTOR_CHUNK_SIZE; default %(default)s)",
     )
     push.add_argument("--actor", help="who pushes (sync_context.actor), e.g. a user name")
@@ -293,18 +295,36 @@ def _write_status(path: Path | None, data: dict) -> None:
 
 
 def _push(args, transport: Transport, io: _IO, usage) -> int:
-    stdout, stderr, stdin = io.stdout, io.stderr, io.stdin
-    if args.chunk_size < 1:
-        return usage("--chunk-size must be at least 1.")
+    stdin = io.stdin
+    if not 1 <= args.chunk_size <= MAX_CHUNK_SIZE:
+        return usage(f"--chunk-size must be 1 to {MAX_CHUNK_SIZE}.")
+    spooled = None
     try:
-        if args.document == "-":
+        if args.document == "-" and (args.format or "json") == "csv":
+            # Read twice like a file (checked, then sent): standard input is kept in a
+            # temporary file, not in memory.
+            spooled = tempfile.NamedTemporaryFile(  # noqa: SIM115 - removed in finally
+                "w", encoding="utf-8", newline="", suffix=".csv", delete=False
+            )
+            with spooled:
+                shutil.copyfileobj(stdin, spooled, 1 << 16)
+            document = load_document(spooled.name, fmt="csv")
+        elif args.document == "-":
             document = parse_document(stdin.read(), fmt=args.format or "json")
         else:
             document = load_document(args.document, fmt=args.format)
+        return _push_document(args, document, transport, io)
     except DocumentNotPosted as exc:
         return usage(f"{exc}")
     except DocumentInvalid as exc:
         return usage(f"{args.document}: {exc}")
+    finally:
+        if spooled is not None:
+            Path(spooled.name).unlink(missing_ok=True)
+
+
+def _push_document(args, document, transport: Transport, io: _IO) -> int:
+    stdout, stderr = io.stdout, io.stderr
 
     def on_retry(chunk: Chunk, attempt: int, problem: str, wait: float) -> None:
         stderr.write(
@@ -315,8 +335,8 @@ def _push(args, transport: Transport, io: _IO, usage) -> int:
     client = _client(args, transport, io, on_retry)
     show_progress = args.progress
     if show_progress is None:
-        show_progress = stderr.isatty() and len(document.rows) > args.chunk_size
-    bar = _progress_bar(len(document.rows), document.number, stderr) if show_progress else None
+        show_progress = stderr.isatty() and document.row_count > args.chunk_size
+    bar = _progress_bar(document.row_count, document.number, stderr) if show_progress else None
 
     def on_chunk(outcome: ChunkResult) -> None:
         if bar is not None:

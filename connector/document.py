@@ -2,8 +2,16 @@
 
 A document has a number, a type, a state and rows; each row is one affected item with the
 fields of the interface's product item. Reading checks what the service would refuse anyway
-(a missing stock_code, a fractional quantity, a duplicate key), so a broken export is caught
-before any chunk is sent and half a document is never applied.
+(a missing stock_code, a fractional quantity, a number not written in ASCII digits, a price
+with too many decimal places or digits, a duplicate key), naming the line (or row) and the
+column, so a broken export is caught before any chunk is sent and half a document is never
+applied. Numbers are checked as text, with bounded exponents, and never rounded: `1e-9999` is
+refused, not sent as 0.
+
+A CSV file is read twice as a stream, never held whole: once to check every line, once to send
+its rows chunk by chunk (`Document.iter_rows`). Malformed CSV (bad quoting, a column named
+twice, a line with more or fewer cells than the header) is refused. A JSON document is parsed
+whole (its numbers as decimals, never as floats).
 """
 
 from __future__ import annotations
@@ -13,11 +21,12 @@ import io
 import json
 import math
 import re
-from dataclasses import dataclass
+import sqlite3
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 # Document types and the sync_context.source_type each one is sent with. The interface names
 # receipts, issues and sales; an adjustment (stock take) has a source type of its own.
@@ -65,6 +74,23 @@ CSV_TRUE = {"true", "1", "yes", "y"}
 CSV_FALSE = {"false", "0", "no", "n"}
 MAX_PROBLEMS = 50
 
+# Numbers written as text, as the service reads them (decisions.md, "Product synchronization"):
+# ASCII digits only; a quantity is a whole number; a price or weight may have an exponent, of
+# at most three digits (`1e99999999` would take the machine's memory to expand).
+QUANTITY_TEXT = re.compile(r"-?[0-9]{1,11}", re.ASCII)
+DECIMAL_TEXT = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?", re.ASCII)
+DECIMAL_COMMA_TEXT = re.compile(
+    r"(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)(?:[eE][+-]?[0-9]{1,3})?", re.ASCII
+)
+QUANTITY_MIN, QUANTITY_MAX = -(2**31), 2**31 - 1
+# The columns: numeric(14, 4) for prices, numeric(10, 4) for the weight.
+DECIMAL_PLACES = 4
+PRICE_WHOLE_DIGITS = 10
+WEIGHT_WHOLE_DIGITS = 6
+# A JSON integer longer than this is no quantity or price of the service (Python would refuse
+# to read one of over 4300 digits at all).
+JSON_INT_DIGITS = 40
+
 
 class DocumentInvalid(ValueError):
     """The document cannot be pushed; the message names every problem found."""
@@ -74,15 +100,33 @@ class DocumentNotPosted(DocumentInvalid):
     """The document is a draft: the service must not be called for it."""
 
 
-@dataclass(frozen=True)
 class Document:
-    number: str
-    type: str
-    state: str
-    rows: tuple[dict[str, Any], ...]
-    # When the document was posted (ISO 8601 date-time, as written in the document), if known:
-    # the service then leaves alone products that a later document has already set.
-    posted_at: str | None = None
+    """A checked, posted or draft document: its head and a way to read its rows.
+
+    `rows` holds them in memory (a JSON document); a CSV file's rows are read again from the
+    file by `iter_rows` when they are sent, and `rows` only gathers them for small uses.
+    """
+
+    def __init__(
+        self,
+        number: str,
+        type: str,
+        state: str,
+        rows: tuple[dict[str, Any], ...] = (),
+        posted_at: str | None = None,
+        *,
+        source: Callable[[], Iterator[dict[str, Any]]] | None = None,
+        count: int | None = None,
+    ) -> None:
+        self.number = number
+        self.type = type
+        self.state = state
+        self._rows = tuple(rows)
+        # When the document was posted (ISO 8601 date-time, as written in the document), if
+        # known: the service then leaves alone products that a later document has already set.
+        self.posted_at = posted_at
+        self._source = source
+        self._count = count
 
     @property
     def source_type(self) -> str:
@@ -92,6 +136,23 @@ class Document:
     def posted(self) -> bool:
         return self.state == "posted"
 
+    @property
+    def row_count(self) -> int:
+        return self._count if self._source is not None else len(self._rows)
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        """The rows as they are sent, one at a time (from the file for a CSV document)."""
+        if self._source is None:
+            return iter(self._rows)
+        return self._source()
+
+    @property
+    def rows(self) -> tuple[dict[str, Any], ...]:
+        return self._rows if self._source is None else tuple(self.iter_rows())
+
+    def __repr__(self) -> str:
+        return f"Document({self.number!r}, {self.type!r}, {self.state!r}, rows={self.row_count})"
+
 
 def load_document(path: Path | str, *, fmt: str | None = None) -> Document:
     """Read a document file; the format comes from `fmt` or the file's suffix."""
@@ -99,6 +160,15 @@ def load_document(path: Path | str, *, fmt: str | None = None) -> Document:
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in {"json", "csv"}:
         raise DocumentInvalid(f"{path}: unknown format {fmt!r}; use a .json or .csv file.")
+    if fmt == "csv":
+
+        def open_file() -> IO[str]:
+            return path.open(encoding="utf-8-sig", newline="")
+
+        try:
+            return _document_from_csv_stream(open_file)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DocumentInvalid(f"{path}: cannot be read: {exc}") from exc
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -109,8 +179,8 @@ def load_document(path: Path | str, *, fmt: str | None = None) -> Document:
 def parse_document(text: str, *, fmt: str) -> Document:
     if fmt == "json":
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = json.loads(text, parse_float=Decimal, parse_int=_json_int)
+        except (ValueError, RecursionError) as exc:
             raise DocumentInvalid(f"not valid JSON: {exc}") from exc
         return document_from_dict(data)
     if fmt == "csv":
@@ -118,65 +188,166 @@ def parse_document(text: str, *, fmt: str) -> Document:
     raise DocumentInvalid(f"unknown format {fmt!r}; use json or csv.")
 
 
+def _json_int(text: str) -> int | Decimal:
+    # Longer than any figure of the service: kept as a decimal, which the checks then refuse.
+    return int(text) if len(text) <= JSON_INT_DIGITS else Decimal(text)
+
+
 def document_from_dict(data: Any) -> Document:
     """A document from its JSON form: {"number", "type", "state", "posted_at", "rows": [...]}."""
     if not isinstance(data, dict):
         raise DocumentInvalid("a JSON document must be an object with number, type, state, rows.")
-    rows = data.get("rows")
-    if not isinstance(rows, list):
+    records = data.get("rows")
+    if not isinstance(records, list):
         raise DocumentInvalid("rows: must be a list of objects.")
-    return _build(
-        data.get("number"),
-        data.get("type"),
-        data.get("state"),
-        rows,
-        where="row",
-        posted_at=data.get("posted_at"),
+    number, kind, state, posted_at = _head(
+        data.get("number"), data.get("type"), data.get("state"), data.get("posted_at")
     )
+    if not records:
+        raise DocumentInvalid("the document has no rows.")
+    with _RowChecker("row") as checker:
+        rows = []
+        for position, record in enumerate(records):
+            if not isinstance(record, dict):
+                checker.problem(position, "not an object")
+                continue
+            row = checker.check(position, record)
+            if row is not None:
+                rows.append(row)
+        checker.finish()
+    return Document(number, kind, state, tuple(rows), posted_at)
 
 
 def document_from_csv(text: str) -> Document:
     """A document from its CSV form: one line per row, the document's columns on every line."""
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        header = [name.strip() for name in reader.fieldnames or []]
-        lines = list(reader)
-    except csv.Error as exc:
-        raise DocumentInvalid(f"not valid CSV: {exc}") from exc
-    missing = [name for name in (*CSV_DOCUMENT_COLUMNS, "stock_code") if name not in header]
+    return _document_from_csv_stream(lambda: io.StringIO(text, newline=""))
+
+
+def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
+    """Check every line of the CSV that `open_text` opens (a first reading); the document,
+    whose rows are read again from a new stream when they are sent."""
+    with open_text() as stream:
+        lines = _csv_lines(stream)
+        header = next(lines, None)
+        if header is None:
+            raise DocumentInvalid(
+                "CSV header lacks the column(s): "
+                + ", ".join((*CSV_DOCUMENT_COLUMNS, "stock_code"))
+                + "."
+            )
+        columns = _csv_header(header[1])
+        head_columns = [
+            name for name in (*CSV_DOCUMENT_COLUMNS, *CSV_POSTED_AT_COLUMNS) if name in columns
+        ]
+        heads: dict[str, set[str]] = {name: set() for name in head_columns}
+        count = 0
+        with _RowChecker("line") as checker:
+            for line_number, cells in lines:
+                record = _csv_record(columns, cells, line_number, checker)
+                if record is None:
+                    continue
+                for name in head_columns:
+                    values = heads[name]
+                    if len(values) < 3:  # two are enough to refuse; never one per line
+                        values.add(record.get(name) or "")
+                    record.pop(name, None)
+                if checker.check(line_number, record) is not None:
+                    count += 1
+            if not checker.positions:
+                if checker.problems:
+                    checker.finish()
+                raise DocumentInvalid("the CSV document has no rows.")
+            for name, values in heads.items():
+                if len(values) > 1 and name in CSV_DOCUMENT_COLUMNS:
+                    raise DocumentInvalid(
+                        f"{name}: every line must carry the same value; found {sorted(values)}."
+                    )
+            posted = {value for name in CSV_POSTED_AT_COLUMNS for value in heads.get(name, ())}
+            if len(posted) > 1:
+                raise DocumentInvalid(
+                    f"posted_at: every line must carry the same value; found {sorted(posted)}."
+                )
+            number, kind, state = (next(iter(heads[name])) for name in CSV_DOCUMENT_COLUMNS)
+            number, kind, state, posted_at = _head(
+                number, kind, state, next(iter(posted), "") or None
+            )
+            checker.finish()
+
+    def rows_again() -> Iterator[dict[str, Any]]:
+        sent = 0
+        with open_text() as again:
+            lines = _csv_lines(again)
+            next(lines, None)
+            for line_number, cells in lines:
+                record = _csv_record(columns, cells, line_number, None)
+                if record is not None:
+                    for name in head_columns:
+                        record.pop(name, None)
+                row, problems = _row(record) if record is not None else ({}, ["changed"])
+                if problems:
+                    raise DocumentInvalid(
+                        f"line {line_number} changed while the document was sent; push it again."
+                    )
+                sent += 1
+                yield row
+        if sent != count:
+            raise DocumentInvalid("the file changed while the document was sent; push it again.")
+
+    return Document(number, kind, state, posted_at=posted_at, source=rows_again, count=count)
+
+
+def _csv_lines(stream: IO[str]) -> Iterator[tuple[int, list[str]]]:
+    """(line number of the record's first line, cells) for each record; malformed CSV (an
+    unterminated quote, text after a closing quote, an over-long field) is refused."""
+    reader = csv.reader(stream, strict=True)
+    start = 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DocumentInvalid(
+                f"line {start}: not valid CSV ({exc}); nothing was sent."
+            ) from None
+        if cells:  # a blank line
+            yield start, cells
+        start = reader.line_num + 1
+
+
+def _csv_header(cells: list[str]) -> list[str]:
+    columns = [name.strip() for name in cells]
+    twice = sorted({name for name in columns if name and columns.count(name) > 1})
+    if twice:
+        raise DocumentInvalid(f"CSV header names the column(s) {', '.join(twice)} more than once.")
+    missing = [name for name in (*CSV_DOCUMENT_COLUMNS, "stock_code") if name not in columns]
     if missing:
         raise DocumentInvalid(f"CSV header lacks the column(s): {', '.join(missing)}.")
-    if not lines:
-        raise DocumentInvalid("the CSV document has no rows.")
-    head_columns = (*CSV_DOCUMENT_COLUMNS, *(c for c in CSV_POSTED_AT_COLUMNS if c in header))
-    heads: dict[str, set[str]] = {name: set() for name in head_columns}
-    rows = []
-    for line in lines:
-        record = {
-            key.strip(): (value.strip() if isinstance(value, str) else value)
-            for key, value in line.items()
-            if key is not None
-        }
-        for name in head_columns:
-            heads[name].add(record.pop(name) or "")
-        rows.append({key: _csv_value(key, value) for key, value in record.items()})
-    for name, values in heads.items():
-        if len(values) > 1:
-            raise DocumentInvalid(
-                f"{name}: every line must carry the same value; found {sorted(values)}."
+    both = [name for name in CSV_POSTED_AT_COLUMNS if name in columns]
+    if len(both) > 1:
+        raise DocumentInvalid(f"CSV header has both {' and '.join(both)}; keep one.")
+    return columns
+
+
+def _csv_record(
+    columns: list[str], cells: list[str], line_number: int, checker: _RowChecker | None
+) -> dict[str, Any] | None:
+    if len(cells) != len(columns):
+        if checker is not None:
+            checker.problem(
+                line_number,
+                f"{len(cells)} cells, but the header has {len(columns)} columns",
             )
-    number, kind, state = (next(iter(heads[name])) for name in CSV_DOCUMENT_COLUMNS)
-    posted = {value for name in CSV_POSTED_AT_COLUMNS for value in heads.get(name, ())}
-    if len(posted) > 1:
-        raise DocumentInvalid(
-            f"posted_at: every line must carry the same value; found {sorted(posted)}."
-        )
-    posted_at = next(iter(posted), "") or None
-    return _build(number, kind, state, rows, where="line", first=2, posted_at=posted_at)
+        return None
+    return {
+        name: _csv_value(name, value.strip())
+        for name, value in zip(columns, cells, strict=True)
+        if name
+    }
 
 
-def _csv_value(name: str, value: Any) -> Any:
-    if value is None or value == "":
+def _csv_value(name: str, value: str) -> Any:
+    if value == "":
         return None
     if name in BOOLEAN_FIELDS:
         lowered = value.lower()
@@ -184,52 +355,86 @@ def _csv_value(name: str, value: Any) -> Any:
             return True
         if lowered in CSV_FALSE:
             return False
-        return value
     return value
 
 
-def _number(name: str, value: Any) -> Any:
-    """A quantity or price written as text ("12", "89.90") as a JSON number; anything else as is."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if name == "shop_quantity":
-        try:
-            return int(text)
-        except ValueError:
-            return value
-    try:
-        number = Decimal(text)
-    except InvalidOperation:
-        return value
-    if not number.is_finite():
-        return value
-    return int(number) if number == number.to_integral_value() else float(number)
+class _RowChecker:
+    """Checks rows one at a time; keeps the first MAX_PROBLEMS problems and, for duplicate
+    keys, an index of the keys seen in a temporary SQLite file (bounded memory for any number
+    of rows)."""
 
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.problems: list[str] = []
+        self.problem_count = 0
+        self.positions = 0
+        self._keys: sqlite3.Connection | None = None
 
-def _posted_at_problem(value: Any) -> str | None:
-    if not isinstance(value, str) or not POSTED_AT_FORMAT.fullmatch(value.strip()):
-        return (
-            f"posted_at: {value!r} is not an ISO 8601 date and time, "
-            "e.g. 2026-01-31T08:00:00+01:00."
+    def __enter__(self) -> _RowChecker:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._keys is not None:
+            self._keys.close()
+            self._keys = None
+
+    def problem(self, position: int, text: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(f"{self.where} {position}: {text}")
+
+    def check(self, position: int, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The row as it is sent, or None (its problems noted)."""
+        row, problems = _row(record)
+        for text in problems:
+            self.problem(position, text)
+        if problems:
+            return None
+        first = self._first_with_key(row.get("ean", ""), row["stock_code"], position)
+        if first is not None:
+            self.problem(
+                position,
+                f"the key (ean={row.get('ean', '')!r}, stock_code={row['stock_code']!r}) is "
+                f"already on {self.where} {first}; a document has one row per item.",
+            )
+            return None
+        self.positions += 1
+        return row
+
+    def _first_with_key(self, ean: str, stock_code: str, position: int) -> int | None:
+        if self._keys is None:
+            # "" is a private temporary database on disk; its page cache is small.
+            self._keys = sqlite3.connect("", isolation_level=None)
+            self._keys.execute("PRAGMA cache_size = -4096")
+            self._keys.execute("PRAGMA journal_mode = OFF")
+            self._keys.execute("PRAGMA synchronous = OFF")
+            self._keys.execute("BEGIN")
+            self._keys.execute(
+                "CREATE TABLE keys (ean TEXT, stock_code TEXT, position INTEGER,"
+                " PRIMARY KEY (ean, stock_code)) WITHOUT ROWID"
+            )
+        cursor = self._keys.execute(
+            "INSERT OR IGNORE INTO keys VALUES (?, ?, ?)", (ean, stock_code, position)
         )
-    try:
-        datetime.fromisoformat(value.strip().replace(",", "."))
-    except ValueError:
-        return f"posted_at: {value!r} is not a valid date and time."
-    return None
+        if cursor.rowcount == 1:
+            return None
+        ((first,),) = self._keys.execute(
+            "SELECT position FROM keys WHERE ean = ? AND stock_code = ?", (ean, stock_code)
+        ).fetchall()
+        return first
+
+    def finish(self) -> None:
+        if self.problem_count:
+            more = self.problem_count - len(self.problems)
+            raise DocumentInvalid(
+                "the document has invalid rows:\n"
+                + "\n".join(self.problems)
+                + (f"\n... and {more} more" if more else "")
+            )
 
 
-def _build(
-    number: Any,
-    kind: Any,
-    state: Any,
-    records: list[Any],
-    *,
-    where: str,
-    first: int = 0,
-    posted_at: Any = None,
-) -> Document:
+def _head(number: Any, kind: Any, state: Any, posted_at: Any) -> tuple[str, str, str, str | None]:
+    """The document's head, checked: (number, type, state, posted_at)."""
     problems = []
     if isinstance(number, int) and not isinstance(number, bool):
         number = str(number)
@@ -249,43 +454,101 @@ def _build(
         raise DocumentNotPosted(
             f"document {number.strip()} is a draft: the service must not be called until it is posted."
         )
-    if not records:
-        raise DocumentInvalid("the document has no rows.")
+    return number.strip(), kind, state, posted_at.strip() if posted_at is not None else None
 
-    rows = []
-    seen: dict[tuple[str, str], int] = {}
-    for position, record in enumerate(records, start=first):
-        label = f"{where} {position}"
-        if not isinstance(record, dict):
-            problems.append(f"{label}: not an object")
-            continue
-        row, row_problems = _row(record)
-        problems.extend(f"{label}: {problem}" for problem in row_problems)
-        if row_problems:
-            continue
-        key = (row.get("ean", ""), row["stock_code"])
-        if key in seen:
-            problems.append(
-                f"{label}: the key (ean={key[0]!r}, stock_code={key[1]!r}) is already on "
-                f"{where} {seen[key]}; a document has one row per item."
+
+def _posted_at_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or not POSTED_AT_FORMAT.fullmatch(value.strip()):
+        return (
+            f"posted_at: {value!r} is not an ISO 8601 date and time, "
+            "e.g. 2026-01-31T08:00:00+01:00."
+        )
+    try:
+        datetime.fromisoformat(value.strip().replace(",", "."))
+    except ValueError:
+        return f"posted_at: {value!r} is not a valid date and time."
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, Decimal) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _quantity(value: Any) -> tuple[int | None, str | None]:
+    """A quantity as sent (an int), or the problem."""
+    if isinstance(value, bool):
+        return None, f"must be a whole number, got {value!r}"
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not QUANTITY_TEXT.fullmatch(text):
+            return None, (
+                f"must be a whole number written with ASCII digits (an optional leading -), "
+                f"got {_shown(value)}"
             )
-            continue
-        seen[key] = position
-        rows.append(row)
-    if problems:
-        more = (
-            f"\n... and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+        number = int(text)
+    else:
+        return None, f"must be a whole number, got {_shown(value)}"
+    if not QUANTITY_MIN <= number <= QUANTITY_MAX:
+        return None, f"must be between {QUANTITY_MIN} and {QUANTITY_MAX}, got {_shown(value)}"
+    return number, None
+
+
+def _decimal(value: Any, *, whole_digits: int, comma: bool) -> tuple[Decimal | None, str | None]:
+    """A non-negative decimal within the column's bounds, or the problem. Never rounded."""
+    if isinstance(value, bool):
+        return None, f"must be a non-negative number, got {value!r}"
+    if isinstance(value, int):
+        number = Decimal(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return None, f"must be a non-negative number, got {value!r}"
+        number = Decimal(repr(value))
+    elif isinstance(value, Decimal):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text.isascii() or "_" in text:
+            return None, f"must be written with ASCII digits, got {_shown(value)}"
+        if text.startswith("-") and (DECIMAL_COMMA_TEXT if comma else DECIMAL_TEXT).fullmatch(
+            text[1:]
+        ):
+            return None, f"must be a non-negative number, got {_shown(value)}"
+        if not (DECIMAL_COMMA_TEXT if comma else DECIMAL_TEXT).fullmatch(text):
+            exponent = re.fullmatch(r"[0-9.,]*[eE][+-]?([0-9]+)", text)
+            if exponent:
+                return None, f"exponent out of range (at most 3 digits), got {_shown(value)}"
+            return None, f"must be a non-negative number, got {_shown(value)}"
+        number = Decimal(text.replace(",", "."))
+    else:
+        return None, f"must be a non-negative number, got {_shown(value)}"
+    if not number.is_finite():
+        return None, f"must be a non-negative number, got {_shown(value)}"
+    exponent = number.as_tuple().exponent
+    if exponent > 999 or exponent < -999:  # a JSON number such as 1e999999
+        return None, f"exponent out of range (at most 3 digits), got {_shown(value)}"
+    if number < 0:
+        return None, f"must be a non-negative number, got {_shown(value)}"
+    if number >= Decimal(10) ** whole_digits:
+        return None, (f"at most {whole_digits} digits before the point, got {_shown(value)}")
+    if number.as_tuple().exponent < -DECIMAL_PLACES and (
+        number.normalize().as_tuple().exponent < -DECIMAL_PLACES
+    ):
+        return None, (
+            f"at most {DECIMAL_PLACES} decimal places (the service would refuse it, not round "
+            f"it), got {_shown(value)}"
         )
-        raise DocumentInvalid(
-            "the document has invalid rows:\n" + "\n".join(problems[:MAX_PROBLEMS]) + more
-        )
-    return Document(
-        number=number.strip(),
-        type=kind,
-        state=state,
-        rows=tuple(rows),
-        posted_at=posted_at.strip() if posted_at is not None else None,
-    )
+    return number, None
+
+
+def _json_number(number: Decimal) -> int | float:
+    """The decimal as a JSON number: an int when whole, else a float, whose shortest form is
+    the same decimal (at most 14 significant digits here, within a float's 15)."""
+    if number == number.to_integral_value():
+        return int(number)
+    return float(number)
 
 
 def _row(record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -308,26 +571,30 @@ def _row(record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                     problems.append("stock_code: must not be empty")
                 continue
         elif name == "shop_quantity":
-            value = _number(name, value)
-            if not isinstance(value, int) or isinstance(value, bool):
-                problems.append(f"shop_quantity: must be a whole number, got {value!r}")
+            value, problem = _quantity(value)
+            if problem:
+                problems.append(f"shop_quantity: {problem}")
                 continue
         elif name in ("catalog_price", "eshop_price"):
-            value = _number(name, value)
-            if (
-                not isinstance(value, int | float)
-                or isinstance(value, bool)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                problems.append(f"{name}: must be a non-negative number, got {value!r}")
+            number, problem = _decimal(value, whole_digits=PRICE_WHOLE_DIGITS, comma=False)
+            if problem:
+                problems.append(f"{name}: {problem}")
                 continue
+            value = _json_number(number)
+        elif name == "weight_kg":
+            number, problem = _decimal(value, whole_digits=WEIGHT_WHOLE_DIGITS, comma=True)
+            if problem:
+                problems.append(f"weight_kg: {problem}")
+                continue
+            # Text goes as written (the service reads a decimal comma itself).
+            if not isinstance(value, str):
+                value = _json_number(number)
         elif name in BOOLEAN_FIELDS:
             if not isinstance(value, bool):
                 problems.append(f"{name}: must be true or false, got {value!r}")
                 continue
         elif name == "status" or name in STRING_FIELDS:
-            if isinstance(value, bool) or not isinstance(value, str | int | float):
+            if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
                 problems.append(f"{name}: must be a string")
                 continue
             value = str(value)

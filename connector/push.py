@@ -19,8 +19,9 @@ The rules are the interface's connector rules:
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -39,6 +40,8 @@ from connector.transport import Reply
 BATCH_PATH = "/api/v1/partner/products/sync"
 ITEM_PATH = "/api/v1/partner/products/item"
 DEFAULT_CHUNK_SIZE = 5000
+# The service's limit of items per batch request (SYNC_MAX_ITEMS, 5000 by default).
+MAX_CHUNK_SIZE = 5000
 # A single-item refusal of these types means the key is unknown to the shop (the service has
 # recorded it for staff): for the document this is an unknown product, not a broken request.
 UNKNOWN_KEY_TYPES = frozenset({"unknown_key", "ambiguous_key"})
@@ -224,51 +227,73 @@ def plan_chunks(
     dry_run: bool = False,
 ) -> list[Chunk]:
     """The requests that push the document, each with its exact body (reused on every retry)."""
+    return list(iter_chunks(document, chunk_size=chunk_size, actor=actor, dry_run=dry_run))
+
+
+def iter_chunks(
+    document: Document,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    actor: str | None = None,
+    dry_run: bool = False,
+) -> Iterator[Chunk]:
+    """The chunks one at a time, built from the document's rows as they are read: only one
+    chunk's rows and body are in memory, however large the document."""
     if chunk_size < 1:
         raise ValueError("chunk size must be at least 1")
-    rows = document.rows
-    if len(rows) == 1:
-        slices = [rows]
-    else:
-        slices = [rows[start : start + chunk_size] for start in range(0, len(rows), chunk_size)]
-    total = len(slices)
-    chunks = []
-    for index, part in enumerate(slices, start=1):
-        context = {
-            "source_type": document.source_type,
-            "source_ref": document.number,
-            "note": f"chunk {index} of {total}",
+    count = document.row_count
+    single = count == 1
+    total = 1 if single else max(1, -(-count // chunk_size))
+    rows = document.iter_rows()
+    for index in range(1, total + 1):
+        part = list(itertools.islice(rows, 1 if single else chunk_size))
+        if not part:
+            break
+        yield _chunk(document, part, index, total, single=single, actor=actor, dry_run=dry_run)
+
+
+def _chunk(
+    document: Document,
+    part: list[dict[str, Any]],
+    index: int,
+    total: int,
+    *,
+    single: bool,
+    actor: str | None,
+    dry_run: bool,
+) -> Chunk:
+    context = {
+        "source_type": document.source_type,
+        "source_ref": document.number,
+        "note": f"chunk {index} of {total}",
+    }
+    if actor:
+        context["actor"] = actor
+    if document.posted_at:
+        context["posted_at"] = document.posted_at
+    if single:
+        body: dict[str, Any] = {
+            **part[0],
+            "request_id": document.number,
+            "sync_context": context,
         }
-        if actor:
-            context["actor"] = actor
-        if document.posted_at:
-            context["posted_at"] = document.posted_at
-        if len(rows) == 1:
-            body: dict[str, Any] = {
-                **part[0],
-                "request_id": document.number,
-                "sync_context": context,
-            }
-            method, path = "PUT", ITEM_PATH
-        else:
-            body = {
-                "products": list(part),
-                "request_id": document.number,
-                "sync_context": context,
-            }
-            method, path = "POST", BATCH_PATH
-        chunks.append(
-            Chunk(
-                index=index,
-                total=total,
-                method=method,
-                path=path + ("?dry_run=true" if dry_run else ""),
-                rows=len(part),
-                body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
-                keys=tuple((row["stock_code"], row.get("ean", "")) for row in part),
-            )
-        )
-    return chunks
+        method, path = "PUT", ITEM_PATH
+    else:
+        body = {
+            "products": part,
+            "request_id": document.number,
+            "sync_context": context,
+        }
+        method, path = "POST", BATCH_PATH
+    return Chunk(
+        index=index,
+        total=total,
+        method=method,
+        path=path + ("?dry_run=true" if dry_run else ""),
+        rows=len(part),
+        body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+        keys=tuple((row["stock_code"], row.get("ean", "")) for row in part),
+    )
 
 
 def push_document(
@@ -289,12 +314,15 @@ def push_document(
         raise DocumentNotPosted(
             f"document {document.number} is {document.state}: the service must not be called."
         )
-    chunks = plan_chunks(document, chunk_size=chunk_size, actor=actor, dry_run=dry_run)
+    if chunk_size < 1:
+        raise ValueError("chunk size must be at least 1")
+    count = document.row_count
+    chunks = iter_chunks(document, chunk_size=chunk_size, actor=actor, dry_run=dry_run)
     result = PushResult(
         document=document.number,
         document_type=document.type,
-        rows=len(document.rows),
-        chunks_total=len(chunks),
+        rows=count,
+        chunks_total=1 if count == 1 else max(1, -(-count // chunk_size)),
         status=SyncStatus.SYNCED,
         dry_run=dry_run,
     )
@@ -427,6 +455,7 @@ __all__ = [
     "RetryPolicy",
     "ServiceClient",
     "SyncStatus",
+    "iter_chunks",
     "plan_chunks",
     "push_document",
 ]

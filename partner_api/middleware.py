@@ -2,6 +2,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from config.logging import request_id_context
+
 logger = logging.getLogger("partner_api.requests")
 
 
@@ -48,8 +50,10 @@ class RequestLogMiddleware:
             "duration": round(duration_ms, 3),
             "key_name": note.key_name,
             "request_id": note.request_id,
-            # The correlation id the response carries (decisions: Request correlation).
-            "x_request_id": response.get("X-Request-ID") or request.META.get("HTTP_X_REQUEST_ID"),
+            # The correlation id the response carries (decisions: Request correlation), set by
+            # config.middleware.RequestIdMiddleware before this runs: generated ones too, and
+            # never a client's value that was refused.
+            "x_request_id": getattr(request, "correlation_id", None) or request_id_context.get(),
         }
         logger.info(
             "%s %s %s %.1fms key=%s request_id=%s",

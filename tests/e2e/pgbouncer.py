@@ -1,5 +1,6 @@
 """Debian's pgbouncer on loopback in transaction pooling mode, in front of the suite's
-PostgreSQL server, with its configuration in a temporary folder of its own.
+PostgreSQL server, run with the shipped configuration (deploy/pgbouncer) rendered into a
+temporary folder of its own.
 
 pgbouncer refuses to run as root: started by root, it is told to switch to the postgres user,
 who must be able to read the folder. Everything is removed when the block ends.
@@ -7,6 +8,7 @@ who must be able to read the folder. Everything is removed when the block ends.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import shutil
@@ -22,13 +24,14 @@ from pathlib import Path
 import dj_database_url
 import psycopg
 
-from tests.e2e.live_service import free_port
+from tests.e2e.live_service import ROOT, free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or (
     "/usr/sbin/pgbouncer" if os.path.exists("/usr/sbin/pgbouncer") else None
 )
 START_TIMEOUT = 30
 RUN_AS = "postgres"
+RENDER = ROOT / "deploy" / "pgbouncer" / "render.py"
 
 
 @dataclass
@@ -64,26 +67,12 @@ class Bouncer:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-CONFIG = """\
-[databases]
-* = host={host} port={port}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {listen_port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {folder}/userlist.txt
-admin_users = {admin}
-pool_mode = transaction
-max_client_conn = 500
-default_pool_size = 20
-reserve_pool_size = 5
-server_reset_query =
-ignore_startup_parameters = extra_float_digits
-logfile = {folder}/pgbouncer.log
-pidfile = {folder}/pgbouncer.pid
-"""
+def _render_module():
+    """deploy/pgbouncer/render.py: the shipped configuration, rendered as an operator would."""
+    spec = importlib.util.spec_from_file_location("pgbouncer_render", RENDER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @contextmanager
@@ -95,14 +84,15 @@ def pgbouncer(server_url: str) -> Iterator[Bouncer]:
     port = free_port()
     process = None
     try:
-        (folder / "pgbouncer.ini").write_text(
-            CONFIG.format(
-                host=parsed.get("HOST") or "127.0.0.1",
-                port=parsed.get("PORT") or 5432,
-                listen_port=port,
-                folder=folder,
-                admin=RUN_AS,
-            )
+        # The shipped template; only what a test host needs differs: a free port, no unix
+        # socket, and trust authentication (the users are still listed in userlist.txt).
+        _render_module().write(
+            folder,
+            db_host=parsed.get("HOST") or "127.0.0.1",
+            db_port=str(parsed.get("PORT") or 5432),
+            listen_port=str(port),
+            auth_type="trust",
+            admin_users=RUN_AS,
         )
         (folder / "userlist.txt").write_text(f'"{user}" ""\n"{RUN_AS}" ""\n')
         command = [PGBOUNCER, str(folder / "pgbouncer.ini")]

@@ -49,21 +49,22 @@ class Prometheus:
             return json.load(response)
 
 
-def scrape_config(target: str, token_file: Path, *, interval: str = "1s") -> dict:
-    """The repository's scrape configuration, pointed at `target` with the token in a file."""
+def scrape_config(target: str | list[str], token_file: Path, *, interval: str = "1s") -> dict:
+    """The repository's scrape configuration, pointed at `target` (one host:port or several:
+    one per app server) with the token in a file."""
     config = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
     config["global"]["scrape_interval"] = interval
     config["global"]["evaluation_interval"] = interval
     config["rule_files"] = [str(DEPLOY / name) for name in config["rule_files"]]
     [job] = config["scrape_configs"]
     job["authorization"]["credentials_file"] = str(token_file)
-    job["static_configs"] = [{"targets": [target]}]
+    job["static_configs"] = [{"targets": [target] if isinstance(target, str) else list(target)}]
     return config
 
 
 @contextmanager
-def prometheus(workdir: Path, target: str, token: str) -> Iterator[Prometheus]:
-    """Prometheus scraping `target` (host:port) with `token`; stopped when the block ends."""
+def prometheus(workdir: Path, target: str | list[str], token: str) -> Iterator[Prometheus]:
+    """Prometheus scraping `target` (host:port, or a list) with `token`; stopped at the end."""
     token_file = workdir / "metrics.token"
     token_file.write_text(token + "\n")
     config_file = workdir / "prometheus.yml"

@@ -66,6 +66,7 @@ def call(
     raw: bytes | None = None,
     content_type: str = "application/json",
     timeout: float = 120,
+    headers: dict[str, str] | None = None,
 ) -> Reply:
     """One HTTP request; any status is returned, never raised. Connection failures raise."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -74,6 +75,8 @@ def call(
         request.add_header("Content-Type", content_type)
     if key is not None:
         request.add_header("X-API-Key", key)
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return Reply(response.status, dict(response.headers.items()), response.read())
