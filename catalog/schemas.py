@@ -5,9 +5,8 @@ a rule (a length, a type, a key normalisation) lives here and nowhere else. pyda
 work in compiled code, which keeps a 5000-item batch cheap to validate.
 """
 
-import re
 from collections import deque
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from decimal import Context, Decimal, DecimalException, Inexact, InvalidOperation, localcontext
 from enum import StrEnum
 from functools import partial
@@ -15,7 +14,6 @@ from itertools import repeat
 from operator import attrgetter, is_not
 from typing import Annotated, Any, get_args, get_origin
 
-from django.utils import timezone
 from pydantic import (
     AfterValidator,
     BeforeValidator,
@@ -41,6 +39,7 @@ from core.text import (
     text_field,
     visible_text,
 )
+from core.times import document_time
 
 
 def _ascii_number_text(value: str) -> bool:
@@ -455,38 +454,9 @@ class SourceType(StrEnum):
     OTHER = "other"
 
 
-# A document time later than this ahead of the service's clock comes from a wrong clock: taken,
-# it would make every later document stale.
-POSTED_AT_MAX_AHEAD = timedelta(minutes=10)
-# A date, then a time: "2026-01-31" alone is a day, not the moment a document was posted.
-_DATE_TIME = re.compile(r"\d{4}-?\d{2}-?\d{2}[Tt ]\d{2}[0-9:.,]*(?:[Zz]|[+-]\d{2}(?::?\d{2})?)?")
-
-
 def _posted_at(value: Any) -> datetime | None:
-    """An ISO 8601 date-time as an aware datetime (naive: the service's TIME_ZONE), in UTC."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _DATE_TIME.fullmatch(value.strip()):
-        raise PydanticCustomError(
-            "datetime_parsing",
-            "Input should be an ISO 8601 date-time, e.g. 2026-01-31T08:00:00+01:00",
-        )
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-        if timezone.is_naive(parsed):
-            parsed = timezone.make_aware(parsed)
-        parsed = parsed.astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise PydanticCustomError(
-            "datetime_parsing",
-            "Input should be an ISO 8601 date-time, e.g. 2026-01-31T08:00:00+01:00",
-        ) from None
-    if parsed > timezone.now() + POSTED_AT_MAX_AHEAD:
-        raise PydanticCustomError(
-            "datetime_future",
-            "posted_at is more than 10 minutes ahead of the service's clock",
-        )
-    return parsed
+    """The document time (core.times: naive in TIME_ZONE, never guessed in a DST change)."""
+    return document_time(value, name="posted_at")
 
 
 PostedAt = Annotated[

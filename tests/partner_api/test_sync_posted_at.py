@@ -420,3 +420,31 @@ def test_decimal_values_unchanged_by_the_stale_check(api_client):
     ProductFactory(stock_code="A", ean="", catalog_price=Decimal("10.5"), posted_at=at(T1))
     ok(post_sync(api_client, batch(item("A", catalog_price="10.50"), posted_at=T1)))
     assert not ProductHistory.objects.filter(field="catalog_price").exists()
+
+
+@override_settings(TIME_ZONE="Europe/Prague")
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [("2026-10-25T02:30:00", "ambiguous_time"), ("2026-03-29T02:30:00", "nonexistent_time")],
+)
+def test_a_naive_posted_at_in_a_dst_change_is_refused_never_guessed(api_client, value, kind):
+    product = ProductFactory(shop_quantity=5)
+    body = {
+        "products": [
+            {
+                "stock_code": product.stock_code,
+                "ean": product.ean,
+                "status": "active",
+                "shop_quantity": 1,
+                "catalog_price": 1,
+                "eshop_price": 1,
+            }
+        ],
+        "sync_context": {"source_type": "stock_issue", "posted_at": value},
+    }
+    response = api_client.post("/api/v1/partner/products/sync", body, format="json")
+    assert response.status_code == 400
+    problem = response.json()["detail"][0]
+    assert (problem["loc"], problem["type"]) == (["body", "sync_context", "posted_at"], kind)
+    product.refresh_from_db()
+    assert product.shop_quantity == 5
