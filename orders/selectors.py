@@ -51,6 +51,15 @@ class OrderKey:
 
     created_at: datetime
     order_id: int
+    # The filter (partner status and since) of the poll the key was issued for: a cursor goes
+    # on only with the same filter. None for a key that names none.
+    filter: str | None = None
+
+
+def order_poll_filter(*, partner_status: str, since: datetime | None) -> str:
+    """The text that binds a cursor to its poll's filter."""
+    since_micros = "" if since is None else str((since - _EPOCH) // timedelta(microseconds=1))
+    return f"{partner_status}|{since_micros}"
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,8 @@ def _cursor_signer() -> signing.Signer:
 def order_cursor_encode(key: OrderKey) -> str:
     """The opaque, signed, URL-safe text of a key."""
     micros = (key.created_at - _EPOCH) // timedelta(microseconds=1)
-    return _cursor_signer().sign_object([micros, key.order_id], serializer=_CompactJSONSerializer)
+    value = [micros, key.order_id] if key.filter is None else [micros, key.order_id, key.filter]
+    return _cursor_signer().sign_object(value, serializer=_CompactJSONSerializer)
 
 
 def order_cursor_decode(text: str) -> OrderKey:
@@ -79,10 +89,16 @@ def order_cursor_decode(text: str) -> OrderKey:
     except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
         raise CursorInvalid("Not a cursor issued by this service") from exc
     try:
-        micros, order_id = value
-        if not all(type(part) is int for part in value) or order_id < 0:
+        micros, order_id, *bound = value
+        if type(micros) is not int or type(order_id) is not int or order_id < 0:
             raise TypeError(value)
-        return OrderKey(created_at=_EPOCH + timedelta(microseconds=micros), order_id=order_id)
+        if len(bound) > 1 or not all(type(part) is str for part in bound):
+            raise TypeError(value)
+        return OrderKey(
+            created_at=_EPOCH + timedelta(microseconds=micros),
+            order_id=order_id,
+            filter=bound[0] if bound else None,
+        )
     except (TypeError, ValueError, OverflowError) as exc:
         raise CursorInvalid("Not a cursor issued by this service") from exc
 

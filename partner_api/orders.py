@@ -1,17 +1,25 @@
 """The order operations: the partner's poll (3), its acknowledgement (4), and what became of
 an order (its status)."""
 
+from dataclasses import replace
+
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
+from core.problems import Problem
 from orders.fulfilment import (
     OrderAwaitsAcknowledgement,
     StatusChangeRefused,
     StatusReport,
     order_status_change,
 )
-from orders.selectors import order_cursor_encode, order_for_partner, orders_page_for_partner
+from orders.selectors import (
+    order_cursor_encode,
+    order_for_partner,
+    order_poll_filter,
+    orders_page_for_partner,
+)
 from orders.services import (
     OrderAlreadyAcknowledged,
     OrderCancelledByShop,
@@ -70,13 +78,33 @@ class OrderPollView(PartnerAPIView):
         query = validate(
             OrderPollQuery, query_data(OrderPollQuery, request.query_params), loc="query"
         )
+        bound = order_poll_filter(partner_status=query.partner_status.value, since=query.since)
+        after = query.after
+        if after is not None and after.filter is not None and after.filter != bound:
+            raise RequestInvalid(
+                [
+                    Problem(
+                        loc=("query", "cursor"),
+                        msg=(
+                            "The cursor belongs to a poll with another since or "
+                            "partner_status: send the same ones with every page"
+                        ),
+                        type="cursor_filter_mismatch",
+                        input=query.cursor,
+                    )
+                ]
+            )
         page = orders_page_for_partner(
             partner_status=query.partner_status.value,
             since=query.since,
-            after=query.after,
+            after=after,
             limit=query.limit,
         )
-        next_cursor = order_cursor_encode(page.next_key) if page.next_key is not None else None
+        next_cursor = (
+            order_cursor_encode(replace(page.next_key, filter=bound))
+            if page.next_key is not None
+            else None
+        )
         return Response(
             {"orders": page.orders, "count": len(page.orders), "next_cursor": next_cursor}
         )

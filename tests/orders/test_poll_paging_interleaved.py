@@ -78,3 +78,27 @@ def pages_after(client, cursor):
         ids += [order["order_id"] for order in body["orders"]]
         cursor = body["next_cursor"]
     return ids
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"partner_status": "all"},  # issued without since: sent with one
+        {"partner_status": "pending_partner"},
+        {"partner_status": "all", "since": "2020-01-01T00:00:00+00:00"},
+    ],
+)
+def test_a_cursor_sent_with_another_filter_is_422(api_client, interleaved, other):
+    start, _ = interleaved
+    issued_with = {"partner_status": "all", "since": (start - timedelta(days=1)).isoformat()}
+    first = api_client.get(POLL, {**issued_with, "limit": 2}).json()
+    cursor = first["next_cursor"]
+    assert cursor
+    response = api_client.get(POLL, {**other, "limit": 2, "cursor": cursor})
+    assert response.status_code == 422
+    assert [p["loc"] for p in response.json()["detail"]] == [["query", "cursor"]]
+    # Without a since it was issued with, too.
+    response = api_client.get(POLL, {"partner_status": "all", "limit": 2, "cursor": cursor})
+    assert response.status_code == 422
+    # The same filter goes on.
+    assert api_client.get(POLL, {**issued_with, "limit": 2, "cursor": cursor}).status_code == 200
