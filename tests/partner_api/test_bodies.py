@@ -225,3 +225,32 @@ def test_a_chunked_body_that_breaks_off_is_a_400_not_a_500(api_client):
     )
     assert response.status_code == 400
     assert response.json()["detail"][0]["loc"] == ["body"]
+
+
+def _body_of_exactly(size: int) -> bytes:
+    products = json.dumps([item("EX-1", shop_quantity=7)])
+    head, tail = b'{"products": ' + products.encode() + b', "padding": "', b'"}'
+    body = head + b"x" * (size - len(head) - len(tail)) + tail
+    assert len(body) == size
+    return body
+
+
+@override_settings(MAX_REQUEST_BODY_BYTES=4096, DATA_UPLOAD_MAX_MEMORY_SIZE=4096)
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_of_exactly_the_limit_is_read_and_one_byte_more_is_413(api_client, chunked):
+    ProductFactory(stock_code="EX-1", ean="", shop_quantity=1)
+    send = (
+        (lambda body: _chunked(api_client, "POST", reverse(SYNC_URL), body))
+        if chunked
+        else (
+            lambda body: api_client.generic(
+                "POST", reverse(SYNC_URL), data=body, content_type="application/json"
+            )
+        )
+    )
+    over = send(_body_of_exactly(4097))
+    assert over.status_code == 413
+    assert Product.objects.get(stock_code="EX-1").shop_quantity == 1
+    exact = send(_body_of_exactly(4096))
+    assert exact.status_code == 200, exact.content[:300]
+    assert Product.objects.get(stock_code="EX-1").shop_quantity == 7
