@@ -172,3 +172,42 @@ def test_the_body_hash_ignores_key_order_and_white_space():
 
 def test_a_non_finite_number_hashes_apart_from_null():
     assert body_hash({"x": None}) != body_hash({"x": float("inf")})
+
+
+def test_a_key_reordered_retry_of_a_body_only_the_exact_writer_can_hash_is_replayed(api_client):
+    from tests.factories import ProductFactory
+
+    ProductFactory(stock_code="BIG-1", ean="", shop_quantity=1)
+    deep: dict = {"leaf": 1}
+    for depth in range(300):  # deeper than orjson writes
+        deep = {"b": depth, "a": deep}
+    body = {
+        "request_id": "DOC-BIG",
+        "products": [
+            {
+                "stock_code": "BIG-1",
+                "status": "active",
+                "shop_quantity": 5,
+                "catalog_price": 1,
+                "eshop_price": 1,
+                "extra": {"z": 2**70, "y": -(2**65), "x": deep},
+            }
+        ],
+    }
+
+    def reordered(value):
+        if isinstance(value, dict):
+            return {key: reordered(value[key]) for key in reversed(list(value))}
+        if isinstance(value, list):
+            return [reordered(element) for element in value]
+        return value
+
+    url = "/api/v1/partner/products/sync"
+    first = api_client.post(url, json.dumps(body), content_type="application/json")
+    assert first.status_code == 200, first.content[:300]
+    retry_text = json.dumps(reordered(body))
+    assert retry_text != json.dumps(body)
+    retry = api_client.post(url, retry_text, content_type="application/json")
+    assert retry.status_code == 200
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.json() == first.json()
