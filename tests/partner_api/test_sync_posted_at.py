@@ -448,3 +448,31 @@ def test_a_naive_posted_at_in_a_dst_change_is_refused_never_guessed(api_client, 
     assert (problem["loc"], problem["type"]) == (["body", "sync_context", "posted_at"], kind)
     product.refresh_from_db()
     assert product.shop_quantity == 5
+
+
+def test_chunks_of_one_document_apply_to_products_that_already_hold_its_time(api_client):
+    for code in ("CH-A", "CH-B", "CH-C"):
+        ProductFactory(stock_code=code, ean="", shop_quantity=1)
+    context = {"source_type": "stock_receipt", "posted_at": "2026-11-20T10:00:00+00:00"}
+    first = post_sync(
+        api_client,
+        {
+            "request_id": "DOC-CH",
+            "sync_context": context,
+            "products": [item("CH-A", shop_quantity=10), item("CH-B", shop_quantity=20)],
+        },
+    )
+    assert first.json()["products_updated"] == 2
+    # The next chunk names B again (already holding the document's time) and C.
+    second = post_sync(
+        api_client,
+        {
+            "request_id": "DOC-CH",
+            "sync_context": {**context, "note": "chunk 2/2"},
+            "products": [item("CH-B", shop_quantity=21), item("CH-C", shop_quantity=30)],
+        },
+    )
+    body = second.json()
+    assert (body["products_updated"], body["stale_products"], body["stale_keys"]) == (2, 0, [])
+    quantities = dict(Product.objects.values_list("stock_code", "shop_quantity"))
+    assert quantities == {"CH-A": 10, "CH-B": 21, "CH-C": 30}
