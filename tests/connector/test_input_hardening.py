@@ -273,15 +273,18 @@ def _large_csv(path, megabytes: int) -> int:
     return count
 
 
-# Run in a process of its own: its peak resident memory, what the connector itself needs.
+# Run in a process of its own: its peak resident memory, what the connector itself needs. The
+# peak is the process's own memory map's high-water mark (VmHWM), new at exec: getrusage's
+# ru_maxrss would carry over the forking test process's size (Linux keeps it across exec).
 PUSH_AND_MEASURE = """
-import json, resource, sys
+import json, re, sys
 from connector.cli import main
 from tests.connector.test_input_hardening import CountingService, _Null
 service = CountingService()
 args = ["push", sys.argv[1], "--api-key", "k", "--no-progress", *sys.argv[2:]]
 code = main(args, transport=service, stdout=_Null(), stderr=_Null(), sleep=lambda _: None)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+with open("/proc/self/status") as status:
+    peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)) * 1024
 print(json.dumps({"code": code, "chunks": service.chunks, "peak": peak}))
 """
 
