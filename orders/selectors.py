@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -156,6 +157,30 @@ def orders_page_for_partner(
     items = OrderItem.objects.filter(order_id__in=[row[0] for row in rows])
     next_key = OrderKey(created_at=rows[-1][2], order_id=rows[-1][0]) if more else None
     return OrderPage(orders=_partner_records(rows, items), next_key=next_key)
+
+
+# Orders per query of a poll without a limit: what the answer keeps in memory at a time.
+STREAM_CHUNK = 500
+
+
+def orders_pages_for_partner(
+    *,
+    partner_status: str = PartnerStatus.PENDING_PARTNER,
+    since: datetime | None = None,
+    after: OrderKey | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """Every matching order, oldest first, a page of STREAM_CHUNK at a time: a poll without a
+    limit costs the memory of one page, whatever the backlog (each page goes on after the last
+    order of the previous one, as a client's cursor would)."""
+    while True:
+        page = orders_page_for_partner(
+            partner_status=partner_status, since=since, after=after, limit=STREAM_CHUNK
+        )
+        if page.orders:
+            yield page.orders
+        if page.next_key is None:
+            return
+        after = page.next_key
 
 
 def order_for_partner(*, order_id: int) -> dict[str, Any] | None:

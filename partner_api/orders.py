@@ -1,8 +1,11 @@
 """The order operations: the partner's poll (3), its acknowledgement (4), and what became of
 an order (its status)."""
 
+import itertools
+import json
 from dataclasses import replace
 
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -19,6 +22,7 @@ from orders.selectors import (
     order_for_partner,
     order_poll_filter,
     orders_page_for_partner,
+    orders_pages_for_partner,
 )
 from orders.services import (
     OrderAlreadyAcknowledged,
@@ -49,6 +53,45 @@ from partner_api.order_schemas import (
     StatusRequest,
     transitions_text,
 )
+
+
+class JSONStream(StreamingHttpResponse):
+    """A JSON answer written as it is produced. Code that reads a body whole (a test client)
+    gets it joined, once."""
+
+    def __init__(self, chunks):
+        super().__init__(chunks, content_type="application/json")
+
+    @property
+    def content(self) -> bytes:
+        if not hasattr(self, "_joined"):
+            self._joined = b"".join(self.streaming_content)
+        return self._joined
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(self.charset)
+
+
+def _json(value) -> bytes:
+    # As DRF's JSON renderer writes it: compact, UTF-8.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def streamed_order_list(pages) -> JSONStream:
+    """`{"orders": [...], "count": n, "next_cursor": null}`, one page of orders at a time; the
+    count, known at the end, comes last."""
+
+    def chunks():
+        count = 0
+        yield b'{"orders":['
+        for page in pages:
+            if page:
+                yield (b"," if count else b"") + b",".join(_json(order) for order in page)
+                count += len(page)
+        yield b'],"count":' + str(count).encode() + b',"next_cursor":null}'
+
+    return JSONStream(chunks())
 
 
 class OrderPollView(PartnerAPIView):
@@ -94,6 +137,15 @@ class OrderPollView(PartnerAPIView):
                     )
                 ]
             )
+        if query.limit is None:
+            # Every matching order: written page by page as it is read, never held whole.
+            pages = orders_pages_for_partner(
+                partner_status=query.partner_status.value, since=query.since, after=after
+            )
+            # The first page before the answer starts: a database that does not answer is
+            # still a 503, not a 200 cut short.
+            first = next(pages, [])
+            return streamed_order_list(itertools.chain([first], pages))
         page = orders_page_for_partner(
             partner_status=query.partner_status.value,
             since=query.since,

@@ -142,7 +142,7 @@ class TestPages:
 
     def test_a_page_costs_the_same_queries_as_the_whole_poll(self, api_client, backlog):
         with CaptureQueriesContext(connection) as whole:
-            poll(api_client)
+            poll(api_client).json()  # the whole poll is written as it is read
         with CaptureQueriesContext(connection) as page:
             first = poll(api_client, limit=2).json()
             poll(api_client, limit=2, cursor=first["next_cursor"])
@@ -253,3 +253,49 @@ def test_a_signed_cursor_of_the_wrong_shape_is_422(api_client, payload):
 
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["query", "cursor"]
+
+
+class TestTheWholeBacklogStreamed:
+    """Without `limit` every matching order is answered, page by page as it is read: the
+    worker holds one page of orders, never the backlog."""
+
+    def _peak(self, api_client, count) -> tuple[int, dict]:
+        import tracemalloc
+
+        from orders.models import OrderItem
+        from tests.orders.factories import OrderFactory
+
+        orders = OrderFactory.create_batch(count)
+        OrderItem.objects.bulk_create(
+            [
+                OrderItem(order=order, name="x" * 200, quantity=1, unit_price=1, total=1)
+                for order in orders
+            ]
+        )
+        response = api_client.get(URL)
+        assert response.streaming
+        tracemalloc.start()
+        size = 0
+        for chunk in response.streaming_content:
+            size += len(chunk)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return peak, {"size": size}
+
+    def test_the_answer_is_the_same_json(self, api_client, backlog):
+        whole = poll(api_client)
+        assert whole.streaming
+        body = whole.json()
+        pages = follow(api_client, limit=1000)
+        assert body == {**pages[0], "next_cursor": None}
+        assert body["count"] == len(body["orders"])
+
+    def test_memory_is_a_page_not_the_backlog(self, api_client, monkeypatch):
+        import orders.selectors
+
+        monkeypatch.setattr(orders.selectors, "STREAM_CHUNK", 50)
+        small_peak, small = self._peak(api_client, 300)
+        # Five times the backlog (about 1 MB of JSON): the same memory, a page's worth.
+        peak, answer = self._peak(api_client, 1200)
+        assert answer["size"] > 4.5 * small["size"]
+        assert peak < 1.5 * small_peak, (peak, small_peak, answer, small)

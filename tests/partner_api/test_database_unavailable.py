@@ -30,6 +30,8 @@ def test_a_sync_whose_database_fails_is_503(api_client, monkeypatch):
 def test_a_poll_whose_database_fails_is_503(api_client, monkeypatch):
     OrderFactory()
     monkeypatch.setattr("partner_api.orders.orders_page_for_partner", _connection_lost)
+    # The whole backlog is read page by page too.
+    monkeypatch.setattr("orders.selectors.orders_page_for_partner", _connection_lost)
     response = api_client.get(reverse("partner_api:orders-poll"))
     assert response.status_code == 503
     assert response.json() == {"detail": "The database is unavailable; retry later."}
