@@ -123,26 +123,38 @@ def select_rows(
     where_in: tuple[str, Sequence[Any]],
     order_by: str,
     lock: bool = False,
+    computed: Mapping[str, tuple[str, Sequence[Any]]] | None = None,
 ) -> list[tuple]:
     """Rows of `field_names` whose `where_in` field is one of the given values.
 
     On PostgreSQL the values travel as one array parameter (`= ANY(%s)`), which psycopg
     quotes much faster than thousands of separate IN parameters. `lock` takes FOR NO KEY
-    UPDATE row locks in `order_by` order.
+    UPDATE row locks in `order_by` order. `computed` reads an SQL expression (with its
+    parameters; `{column}` stands for the field's column) in place of a field, as it comes.
     """
     field, values = where_in
-    fields = _fields(model, field_names)
+    computed = computed or {}
     table = _qn(model._meta.db_table)
-    columns = ", ".join(_qn(f.column) for f in fields)
+    selected, params = [], []
+    for name in field_names:
+        column = _qn(model._meta.get_field(name).column)
+        if name in computed:
+            expression, expression_params = computed[name]
+            selected.append(expression.format(column=column))
+            params.extend(map(_plain_value, expression_params))
+        else:
+            selected.append(column)
+    columns = ", ".join(selected)
     column = _qn(model._meta.get_field(field).column)
     order = _qn(model._meta.get_field(order_by).column)
     values = list(values)
     if not values:
         return []
     if connection.vendor == "postgresql":
-        condition, params = _any_of(column, values)
+        condition, where_params = _any_of(column, values)
     else:
-        condition, params = f"{column} IN ({', '.join('%s' for _ in values)})", values
+        condition, where_params = f"{column} IN ({', '.join('%s' for _ in values)})", values
+    params.extend(where_params)
     sql = f"SELECT {columns} FROM {table} WHERE {condition} ORDER BY {order}"
     if lock and connection.features.has_select_for_update:
         sql += " FOR NO KEY UPDATE" if connection.vendor == "postgresql" else " FOR UPDATE"
@@ -151,7 +163,10 @@ def select_rows(
         rows = cursor.fetchall()
     # The conversions the ORM would apply (SQLite's decimals and booleans; none on PostgreSQL).
     converters = []
-    for index, f in enumerate(fields):
+    for index, name in enumerate(field_names):
+        if name in computed:
+            continue
+        f = model._meta.get_field(name)
         expression = Col(model._meta.db_table, f)
         funcs = connection.ops.get_db_converters(expression) + expression.get_db_converters(
             connection

@@ -15,7 +15,9 @@ from catalog.schemas import VALUE_FIELDS, ProductItem
 from catalog.sync.call import SyncResult
 from catalog.sync.resolve import Resolution
 from catalog.sync.rows import (
+    LATER,
     POSTED_AT,
+    SAME,
     UNTRACKED_FIELDS,
     VALUES,
     all_values,
@@ -62,8 +64,7 @@ def report(items: Sequence[ProductItem], resolution: Resolution, *, posted_at) -
         applied = resolution.matched
     else:
         for pair in resolution.matched:
-            held = pair[1][POSTED_AT]
-            (stale if held is not None and held > posted_at else applied).append(pair)
+            (stale if pair[1][POSTED_AT] == LATER else applied).append(pair)
     unknown_keys = [
         {
             "index": index[id(item)],
@@ -101,9 +102,7 @@ def changes(
     rows = [row for _, row in matched]
     same = list(map(operator.eq, map(tracked_values, sent), map(row_tracked, rows)))
     if posted_at is not None:
-        same = [
-            equal and posted_at == row[POSTED_AT] for equal, row in zip(same, rows, strict=True)
-        ]
+        same = [equal and row[POSTED_AT] == SAME for equal, row in zip(same, rows, strict=True)]
     kept = list(itertools.compress(map(row_pk, rows), same))
     if not kept:
         # The usual batch of new stock levels: every product is written.

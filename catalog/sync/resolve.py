@@ -9,7 +9,7 @@ from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product
 from catalog.pending import lock_stock_codes
 from catalog.schemas import ProductItem
-from catalog.sync.rows import READ
+from catalog.sync.rows import READ, document_time_compared
 from core.bulk import select_rows
 from core.problems import Problem
 
@@ -21,10 +21,17 @@ class Resolution:
     problems: list[Problem] = field(default_factory=list)
 
 
-def resolve(items: Sequence[ProductItem], *, read: Sequence[str] = READ) -> Resolution:
-    """Match each item to its product, locking the products in primary-key order."""
+def resolve(
+    items: Sequence[ProductItem], *, read: Sequence[str] = READ, posted_at=None
+) -> Resolution:
+    """Match each item to its product, locking the products in primary-key order.
+
+    The rows read hold the product's document time compared with `posted_at` (the request's)
+    in place of the time itself (`catalog.sync.rows.POSTED_AT`).
+    """
     # The rows are locked in primary-key order, so overlapping batches queue instead of
     # deadlocking.
+    read = _Read(read, posted_at)
     rows = locked_products({item.stock_code for item in items}, read)
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
     found = [products.candidates(item.ean, item.stock_code) for item in items]
@@ -70,12 +77,21 @@ def resolve(items: Sequence[ProductItem], *, read: Sequence[str] = READ) -> Reso
     return resolution
 
 
-def locked_products(stock_codes: set[str], read: Sequence[str]) -> list[tuple]:
+@dataclass(frozen=True)
+class _Read:
+    """What `locked_products` reads of each product: the fields, and the request's time."""
+
+    fields: Sequence[str]
+    posted_at: object
+
+
+def locked_products(stock_codes: set[str], read: _Read) -> list[tuple]:
     """The products with these stock codes (id, key, the `read` fields), locked in id order."""
     return select_rows(
         Product,
-        ("id", "ean", "stock_code", *read),
+        ("id", "ean", "stock_code", *read.fields),
         where_in=("stock_code", stock_codes),
         order_by="id",
         lock=True,
+        computed=document_time_compared(read.posted_at),
     )

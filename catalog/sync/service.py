@@ -192,7 +192,11 @@ def _sync_attempt(request: _Sync) -> SyncResult | Problem:
         claim_id, replayed = _claim_or_replay(request)
         if replayed is not None:
             return replayed
-        resolution = resolve(request.items, read=DRY_RUN_READ if request.dry_run else READ)
+        resolution = resolve(
+            request.items,
+            read=DRY_RUN_READ if request.dry_run else READ,
+            posted_at=request.posted_at,
+        )
         if resolution.problems:
             raise ItemsRefused(resolution.problems, call=request.call)
         if request.call.single and resolution.unresolved:

@@ -215,7 +215,26 @@ def scenarios(size: int, client):
 
     same = batch_body(size, 4000)
     replay = batch_body(size, 500, request_id="PROFILE-REPLAY")
+
+    def document(i: int, *, quantity: int, prices_move: bool = False, moment: int = 0) -> bytes:
+        """What a connector sends: a new document number, its type, reference and time."""
+        at = f"2026-01-01T{moment // 3600:02d}:{moment // 60 % 60:02d}:{moment % 60:02d}+00:00"
+        return batch_body(
+            size, quantity, request_id=f"DOC-{quantity}-{i}", prices_move=prices_move, posted_at=at
+        )
+
     return {
+        "document": (lambda i: document(i, quantity=10 + i, moment=100 + i), post, None),
+        "doc_prices": (
+            lambda i: document(i, quantity=300 + i, prices_move=True, moment=200 + i),
+            post,
+            None,
+        ),
+        "doc_same": (
+            lambda i: document(i, quantity=700, moment=300),
+            post,
+            lambda: post(document(-99, quantity=700, moment=300)),
+        ),
         "changed": (lambda i: batch_body(size, 10 + i), post, None),
         "unchanged": (lambda i: same, post, lambda: post(same)),
         "replay": (lambda i: replay, functools.partial(post, replayed=True), lambda: post(replay)),
@@ -227,7 +246,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--size", type=int, default=5000)
-    parser.add_argument("--cprofile", choices=["changed", "unchanged", "replay", "single"])
+    parser.add_argument(
+        "--cprofile",
+        choices=["document", "doc_prices", "doc_same", "changed", "unchanged", "replay", "single"],
+    )
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
