@@ -89,7 +89,7 @@ def sync_call(request: SyncInput) -> SyncResult:
             and all(p.loc[:1] == ("body",) for p in body.problems)
         ):
             replayed = idempotency.replay_of_applied(
-                call, body_hash=idempotency.body_hash(body.data)
+                call, body_hash=idempotency.body_hash(body.data, raw=request.raw)
             )
             if replayed is not None:
                 return replayed
@@ -102,7 +102,9 @@ def sync_call(request: SyncInput) -> SyncResult:
         client=call.client,
         single=call.single,
         # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
-        body_hash=idempotency.body_hash(body.data) if payload.request_id is not None else None,
+        body_hash=idempotency.body_hash(body.data, raw=request.raw)
+        if payload.request_id is not None
+        else None,
         started=call.started,
         raw_body_hash=raw_hash if payload.request_id is not None else None,
         dry_run=request.dry_run,
