@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 
 from catalog import models as m
 from core.text import (
+    NO_NUL_PATTERN,
     TextFromNumbers,
     has_invisible_characters,
     key_text,
@@ -348,14 +349,26 @@ def _schema_validator(schema: core_schema.CoreSchema) -> SchemaValidator:
         return SchemaValidator(schema)
 
 
-# Each item validated in the plain form, or returned as it came when it is not in it.
-_PLAIN_ITEMS = _schema_validator(
-    core_schema.list_schema(
-        core_schema.union_schema(
-            [_plain_item_schema(), core_schema.any_schema()], mode="left_to_right"
-        )
-    )
+def _without_nul_checks(schema: Any) -> Any:
+    """`schema` with every text's NUL check (`NO_NUL_PATTERN`) left out, the rest as it is."""
+    if isinstance(schema, dict):
+        return {
+            key: _without_nul_checks(value)
+            for key, value in schema.items()
+            if not (key == "pattern" and value == NO_NUL_PATTERN and schema.get("type") == "str")
+        }
+    if isinstance(schema, list):
+        return [_without_nul_checks(value) for value in schema]
+    return schema
+
+
+_PLAIN_ITEMS_SCHEMA = core_schema.list_schema(
+    core_schema.union_schema([_plain_item_schema(), core_schema.any_schema()], mode="left_to_right")
 )
+# Each item validated in the plain form, or returned as it came when it is not in it.
+_PLAIN_ITEMS = _schema_validator(_PLAIN_ITEMS_SCHEMA)
+# The same for items whose text is known to hold no NUL (`prevalidate_plain_items`).
+_PLAIN_ITEMS_NUL_FREE = _schema_validator(_without_nul_checks(_PLAIN_ITEMS_SCHEMA))
 
 
 def _column(max_digits: int, places: int) -> tuple[Context, Decimal]:
@@ -412,9 +425,9 @@ def _fits_columns(item: Any) -> bool:
     return True
 
 
-def _prevalidate_chunk(items: list[Any]) -> tuple[list[Any], int]:
+def _prevalidate_chunk(items: list[Any], validator: SchemaValidator) -> tuple[list[Any], int]:
     """The items with those in the plain form validated, and how many of them were."""
-    validated = _PLAIN_ITEMS.validate_python(items)
+    validated = validator.validate_python(items)
     if set(map(type, validated)) <= {ProductItem} and _fit_columns(validated):
         return validated, len(validated)
     plain = list(map(_fits_columns, validated))
@@ -429,13 +442,18 @@ def _prevalidate_chunk(items: list[Any]) -> tuple[list[Any], int]:
 _CHUNK = 250
 
 
-def prevalidate_plain_items(items: list[Any]) -> list[Any]:
+def prevalidate_plain_items(items: list[Any], *, nul_free: bool = False) -> list[Any]:
     """`items` with each one in the plain form replaced by its ProductItem, the others as they
     came: validating the result with ProductItem's rules gives what validating `items` gives
-    (the same values, the same errors), the plain items costing only an instance check."""
+    (the same values, the same errors), the plain items costing only an instance check.
+
+    `nul_free`: no text in `items` holds a NUL (the JSON they were parsed from has no `\\u0000`,
+    the only way a JSON string holds one), so the check of every text for it is left out.
+    """
+    validator = _PLAIN_ITEMS_NUL_FREE if nul_free else _PLAIN_ITEMS
     result: list[Any] = []
     for start in range(0, len(items), _CHUNK):
-        chunk, plain = _prevalidate_chunk(items[start : start + _CHUNK])
+        chunk, plain = _prevalidate_chunk(items[start : start + _CHUNK], validator)
         result += chunk
         if plain * 2 < len(chunk):
             result += items[start + _CHUNK :]

@@ -54,15 +54,23 @@ class ShopAPIView(PartnerAPIView):
 
 
 def validate(
-    model: type[M], data: Any, *, loc: str, problems: list[Problem] | None = None
+    model: type[M],
+    data: Any,
+    *,
+    loc: str,
+    problems: list[Problem] | None = None,
+    context: dict[str, Any] | None = None,
 ) -> M | None:
-    """`data` (the `loc` part of the request: body, query, path) as a `model`.
+    """`data` (the `loc` part of the request: body, query, path) as a `model`, validated with
+    pydantic's `context` when one is given.
 
     A pydantic error becomes the error body: raised at once, or, when the caller collects the
     problems of several parts, added to `problems` (and None returned) for one answer.
     """
     try:
-        return model.model_validate(data)
+        return (
+            model.model_validate(data, context=context) if context else model.model_validate(data)
+        )
     except pydantic.ValidationError as exc:
         found = problems_from_pydantic(exc, prefix=(loc,))
     if problems is None:

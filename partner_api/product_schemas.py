@@ -31,10 +31,19 @@ class BatchSyncRequest(TextFromNumbers):
         batch about a quarter cheaper. The result and the errors are the same.
 
         Only with pydantic's default options, the service's: strict mode, for one, would refuse
-        a float price that the plain form takes.
+        a float price that the plain form takes. A `context` with `nul_free` true says that no
+        text of `obj` holds a NUL (see `prevalidate_plain_items`).
         """
-        if not options and obj.__class__ is dict and obj.get("products").__class__ is list:
-            obj = {**obj, "products": prevalidate_plain_items(obj["products"])}
+        context = options.get("context") or {}
+        if (
+            options.keys() <= {"context"}
+            and obj.__class__ is dict
+            and obj.get("products").__class__ is list
+        ):
+            products = prevalidate_plain_items(
+                obj["products"], nul_free=context.get("nul_free", False)
+            )
+            obj = {**obj, "products": products}
         return super().model_validate(obj, **options)
 
 

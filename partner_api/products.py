@@ -38,6 +38,7 @@ from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest, SyncR
 logger = logging.getLogger(__name__)
 
 DRY_RUN = "dry_run"
+_NUL_ESCAPE = b"\\u0000"
 DRY_RUN_VALUES = {"true": True, "1": True, "false": False, "0": False}
 
 
@@ -113,13 +114,20 @@ class SyncView(PartnerAPIView):
 
     def sync(self, request) -> Response:
         dry_run, problems = query_problems(request.query_params)
+        # With a query (a dry run, or a refused parameter) the bytes are not replayed.
+        raw = None if request.query_params else self.replayable_bytes(request)
         result = sync_call(
             SyncInput(
                 call=self.call_of(request),
                 dry_run=dry_run,
-                # With a query (a dry run, or a refused parameter) the bytes are not replayed.
-                raw=None if request.query_params else self.replayable_bytes(request),
-                read_body=functools.partial(self.read_body, request, problems),
+                raw=raw,
+                read_body=functools.partial(
+                    self.read_body,
+                    request,
+                    problems,
+                    # A JSON string holds a NUL only written as an escape.
+                    nul_free=raw is not None and _NUL_ESCAPE not in raw,
+                ),
             )
         )
         note_request(request, request_id=result.request_id)
@@ -159,8 +167,9 @@ class SyncView(PartnerAPIView):
             return None  # the normal path refuses the media type
         return request.body
 
-    def read_body(self, request, problems: list[Problem]) -> SyncBody:
-        """The body decoded and validated; `problems` (the query's) come first."""
+    def read_body(self, request, problems: list[Problem], *, nul_free: bool = False) -> SyncBody:
+        """The body decoded and validated; `problems` (the query's) come first. `nul_free`: the
+        body's bytes show that none of its text holds a NUL."""
         if request.stream is None:
             # DRF reads an empty body as {} without asking a parser; it is not a JSON document.
             if request.content_type.split(";")[0].strip() != "application/json":
@@ -197,7 +206,13 @@ class SyncView(PartnerAPIView):
                 "context": _context(data),
                 "received": received,
             }
-        payload = validate(self.request_model, data, loc="body", problems=problems)
+        payload = validate(
+            self.request_model,
+            data,
+            loc="body",
+            problems=problems,
+            context={"nul_free": True} if nul_free else None,
+        )
         return SyncBody(data=data, payload=payload, problems=problems, **facts)
 
     def handle_exception(self, exc):

@@ -3,6 +3,7 @@ the batch must come out exactly as ProductItem's full rules make it: the same va
 types, the same fields set, the same errors (type, loc, msg, input, ctx), whatever is sent."""
 
 import enum
+import functools
 from decimal import Decimal
 from typing import Any
 
@@ -67,6 +68,39 @@ def assert_same_as_full_rules(products: Any) -> None:
     body = {"products": products, "request_id": "R-1"}
     full_rules = outcome(BatchSyncRequest.__pydantic_validator__.validate_python, body)
     assert outcome(BatchSyncRequest.model_validate, body) == full_rules
+    if not _holds_nul(products):
+        # What the API passes when the body's bytes hold no NUL escape.
+        nul_free = functools.partial(BatchSyncRequest.model_validate, context={"nul_free": True})
+        assert outcome(nul_free, body) == full_rules
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(map(_holds_nul, value.keys())) or any(map(_holds_nul, value.values()))
+    if isinstance(value, list | tuple):
+        return any(map(_holds_nul, value))
+    if isinstance(value, pydantic.BaseModel):
+        return _holds_nul(value.__dict__)
+    return False
+
+
+def test_the_nul_free_form_leaves_out_the_nul_check_and_nothing_else():
+    def validated(products, nul_free):
+        body = {"products": products}
+        return outcome(
+            functools.partial(BatchSyncRequest.model_validate, context={"nul_free": nul_free}),
+            body,
+        )
+
+    # The promise broken on purpose: only the NUL check is left out of the plain form.
+    with_nul = [full_item(1, name="a\x00b")]
+    assert validated(with_nul, False)[0] == "refused"
+    assert validated(with_nul, True)[0] == "accepted"
+    # Anything else the plain form does not take still meets the full rules, NUL check included.
+    also_too_long = [full_item(1, name="a\x00b", season="x" * 33)]
+    assert validated(also_too_long, True) == validated(also_too_long, False)
 
 
 # Edge values for each field: plain ones, and those the plain form must leave to the full rules.
