@@ -109,15 +109,23 @@ def changes(
         return [
             (row[0], *all_values(values)) for values, row in zip(sent, rows, strict=True)
         ], list(matched)
-    stored = _untracked_stored(kept)
-    olds = map(stored.get, kept)
-    news = map(untracked_values, itertools.compress(sent, same))
+    news = list(map(untracked_values, itertools.compress(sent, same)))
+    # An item that sends none of these fields (a connector's usual push of stock levels) keeps
+    # them all: its product's are not read.
+    sends = list(map(operator.ne, news, itertools.repeat(_NOTHING_SENT)))
+    stored = _untracked_stored(list(itertools.compress(kept, sends)))
     # A kept product changes when a value sent (not None) differs from the stored one.
     kept_changes = iter(
         [
-            old is None
-            or (new != old and not all(n is None or n == o for n, o in zip(new, old, strict=True)))
-            for new, old in zip(news, olds, strict=True)
+            sends_any
+            and (
+                old is None
+                or (
+                    new != old
+                    and not all(n is None or n == o for n, o in zip(new, old, strict=True))
+                )
+            )
+            for new, old, sends_any in zip(news, map(stored.get, kept), sends, strict=True)
         ]
     )
     updates: list[tuple] = []
@@ -130,6 +138,9 @@ def changes(
             moved.append(pair)
         updates.append((row[0], *all_values(values)))
     return updates, moved
+
+
+_NOTHING_SENT = (None,) * len(UNTRACKED_FIELDS)
 
 
 def _untracked_stored(pks: list[int]) -> dict[int, tuple]:

@@ -1,0 +1,69 @@
+"""A batch whose stock levels stay: only the products whose catalogue fields it changes are
+written, whether its items send those fields or leave them out."""
+
+import pytest
+
+from catalog.models import Product, ProductHistory
+from tests.factories import ProductFactory, full_item
+from tests.partner_api.sync_helpers import post_sync
+
+pytestmark = pytest.mark.django_db
+
+POSTED = "2026-03-01T10:00:00+00:00"
+STOCK = ("stock_code", "ean", "status", "shop_quantity", "catalog_price", "eshop_price")
+
+
+def _stock_only(index: int) -> dict:
+    return {name: value for name, value in full_item(index).items() if name in STOCK}
+
+
+def _batch(products: list[dict]) -> dict:
+    return {"products": products, "sync_context": {"source_type": "manual", "posted_at": POSTED}}
+
+
+@pytest.fixture
+def catalogue(api_client) -> dict[str, Product]:
+    for i in range(6):
+        ProductFactory(stock_code=full_item(i)["stock_code"], ean=full_item(i)["ean"])
+    response = post_sync(api_client, _batch([full_item(i) for i in range(6)]))
+    assert response.status_code == 200, response.content
+    return {p.stock_code: p for p in Product.objects.all()}
+
+
+def _stamps() -> dict[str, object]:
+    return dict(Product.objects.values_list("stock_code", "updated_at"))
+
+
+def test_items_that_leave_the_catalogue_out_change_nothing(api_client, catalogue):
+    before, history = _stamps(), ProductHistory.objects.count()
+    response = post_sync(api_client, _batch([_stock_only(i) for i in range(6)]))
+    assert response.status_code == 200
+    assert response.json()["products_updated"] == 6
+    assert _stamps() == before
+    assert ProductHistory.objects.count() == history
+    kept = Product.objects.get(stock_code="SC-000003")
+    assert (kept.name, kept.brand, kept.weight_kg) == (
+        catalogue["SC-000003"].name,
+        "Nordway",
+        catalogue["SC-000003"].weight_kg,
+    )
+
+
+def test_only_the_products_whose_catalogue_changes_are_written(api_client, catalogue):
+    before = _stamps()
+    products = [
+        _stock_only(0),
+        full_item(1),
+        {**_stock_only(2), "brand": "Southway"},
+        full_item(3, season="summer"),
+        {**_stock_only(4), "name": None, "brand": None},
+        {**full_item(5), "weight_kg": "9,45"},  # the same weight, spelled otherwise
+    ]
+    response = post_sync(api_client, _batch(products))
+    assert response.status_code == 200
+    after = _stamps()
+    changed = {code for code in after if after[code] != before[code]}
+    assert changed == {"SC-000002", "SC-000003"}
+    assert Product.objects.get(stock_code="SC-000002").brand == "Southway"
+    assert Product.objects.get(stock_code="SC-000003").season == "summer"
+    assert Product.objects.get(stock_code="SC-000004").brand == "Nordway"
