@@ -34,7 +34,8 @@ test: install
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/stock_sync_bench
 bench: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/run.py
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --workers 2
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --workers 5
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py
 
 bench-quick: install
@@ -45,7 +46,8 @@ bench-quick: install
 
 ## Over HTTP only (gunicorn, production configuration), and the phase-by-phase profile.
 bench-http: install
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --workers 2
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --workers 5
 
 profile-sync: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/profile_sync.py

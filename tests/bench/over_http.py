@@ -1,25 +1,29 @@
 """Benchmark over HTTP: gunicorn with the production configuration against PostgreSQL's floor.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python tests/bench/over_http.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench .venv/bin/python tests/bench/over_http.py \
+        [--workers N]
 
 Measured from outside, as the partner system sees it: gunicorn starts with `gunicorn.conf.py`
 (its workers, its timeouts, `preload_app`) on a free port of 127.0.0.1, against the PostgreSQL
 database in DATABASE_URL (dropped and re-created), and every request is a real HTTP request on
-a new connection (sync workers close it after each answer).
+a new connection (sync workers close it after each answer). `make bench` runs it with 2 and
+with 5 workers.
 
-The floor is what PostgreSQL itself needs for the same work, in the same database and the same
-run: plain psycopg parses the same JSON body (`json.loads`), COPYs the fully populated rows into
-a temporary table and applies them with one `UPDATE ... FROM` to a table of the products' shape
-(`bench_floor_product`, a copy of `catalog_product` with its indexes), then commits. Rounds
-alternate floor and service (the order swaps every round), so the noise of a shared machine
-affects both alike: compare the ratios.
+The floor is the least PostgreSQL itself needs for the same work, in the same database and the
+same run: plain psycopg parses the same JSON body (`json.loads`), COPYs the fully populated rows
+into a temporary table and applies them with one `UPDATE ... FROM` to a lean table
+(`bench_floor_product`: the product item's columns, a unique (ean, stock_code) index and a
+stock_code index, nothing else, holding the products' rows and taking the same writes every
+round), then commits. Rounds alternate floor and service (the order swaps every round), so the
+noise of a shared machine affects both alike: compare the ratios.
 
-Scenarios: a 5000-item batch in which every item's quantity changes; the same with both prices
-moving too; the same as a new document with its own request_id (claimed, hashed and kept for a
-retry); a batch in which nothing changes; an idempotent replay of a 5000-item batch; a
-single-item sync; an acknowledgement; and the peak memory one batch adds to a worker. Every
-batch carries a `sync_context.posted_at` later than the one before, as the partner system's
-documents do, so none is stale.
+The headline is the batch a connector sends: 5000 fully populated items, each request a new
+document (its own `request_id`, and a `sync_context` with `source_type`, `source_ref` and a
+`posted_at` a second later than the one before, so none is stale), in which every quantity
+changes; then the same with both prices moving; the same stock levels again as a new document
+(nothing changes); and a retry of an applied one (replayed). The same batches without a
+request_id (nothing claimed, hashed or kept), a single-item sync, an acknowledgement and the peak
+memory one batch adds to a worker follow.
 
 `--quick` runs every scenario a couple of times on 200 items, without targets, so that CI keeps
 the benchmark working. No timing is asserted: the numbers are read in docs/BENCHMARKS.md.
