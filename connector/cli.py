@@ -35,8 +35,6 @@ from connector.orders import (
     DEFAULT_PAGE_SIZE,
     PAGE_SIZE_MAX,
     AckLineResult,
-    FileInvalid,
-    Outcome,
     orders_acknowledge,
     orders_pull,
     parse_ack_file,
@@ -51,6 +49,7 @@ from connector.push import (
     SyncStatus,
     push_document,
 )
+from connector.rows import FileInvalid, Outcome
 from connector.transport import HttpTransport, Transport
 
 EXIT_CODES = {
