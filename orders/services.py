@@ -82,24 +82,56 @@ def record_status_change(
     )
 
 
+# Who gives a cancelled order's reservations back, as their cause names it (staff: by name).
+CANCELLED_BY = {Actor.SHOP: "the shop", Actor.PARTNER: "the partner system"}
+
+
+def order_status_move(
+    order: Order,
+    status: str,
+    *,
+    by: str,
+    by_name: str,
+    at=None,
+    also: Sequence[str] = (),
+    detail: str = "",
+) -> int:
+    """Move the locked order to `status` and keep the move in its history: `by` (an Actor)
+    and `by_name`, at `at` (default: now). `also` names the fields the caller set on the order
+    for the same change, saved with it. A cancellation gives the order's open reservations
+    back to sale; returns the units released."""
+    now = timezone.now()
+    cause = f"cancelled by {CANCELLED_BY.get(by, by_name)}"
+    old = order.status
+    order.status = status
+    order.status_changed_at = at or now
+    order.save(update_fields=["status", "status_changed_at", *also])
+    released = 0
+    if status == OrderStatus.CANCELLED:
+        released = reservations_release(order_id=order.pk, cause=cause, now=now)
+    record_status_change(
+        order,
+        old=old,
+        new=status,
+        by=by,
+        by_name=by_name,
+        at=order.status_changed_at,
+        detail=detail,
+    )
+    return released
+
+
 def order_status_set_by_staff(*, order: Order, status: str, by: str) -> Order:
     """Staff set what became of the order by hand (admin): stored and kept in its history.
 
     No rule of the transition table binds staff: they correct what went wrong elsewhere. An
     order staff cancel gives its open reservations back to sale, as any cancellation does.
     """
-    now = timezone.now()
     with transaction.atomic():
         locked = Order.objects.select_for_update().get(pk=order.pk)
-        old = locked.status
-        if old == status:
+        if locked.status == status:
             return locked
-        locked.status = status
-        locked.status_changed_at = now
-        locked.save(update_fields=["status", "status_changed_at"])
-        if status == OrderStatus.CANCELLED:
-            reservations_release(order_id=locked.pk, cause=f"cancelled by {by}", now=now)
-        record_status_change(locked, old=old, new=status, by=Actor.STAFF, by_name=by, at=now)
+        order_status_move(locked, status, by=Actor.STAFF, by_name=by)
     order.status, order.status_changed_at = locked.status, locked.status_changed_at
     logger.info("order %s (%s) set to %s by %s", order.pk, order.order_number, status, by)
     return locked
