@@ -30,34 +30,26 @@ def _fresh_cache():
     cache.clear()
 
 
-@pytest.fixture
-def api_key(db) -> str:
-    """The value of a fresh, valid API key named "erp"."""
-    _, key = api_key_create(name="erp")
-    return key
+def _key_fixtures(key_fixture: str, client_fixture: str, *, name: str, scope: str):
+    """Two fixtures: `key_fixture`, the value of a fresh, valid key of `scope` named `name`,
+    and `client_fixture`, a client that sends it in its X-API-Key header."""
+
+    def key(db) -> str:
+        _, value = api_key_create(name=name, scope=scope)
+        return value
+
+    def client(request) -> APIClient:
+        sender = APIClient()
+        sender.credentials(HTTP_X_API_KEY=request.getfixturevalue(key_fixture))
+        return sender
+
+    key.__doc__ = f"The value of a fresh, valid {scope} key named {name!r}."
+    client.__doc__ = f"A client that sends a valid {scope} X-API-Key header."
+    return pytest.fixture(key, name=key_fixture), pytest.fixture(client, name=client_fixture)
 
 
-@pytest.fixture
-def api_client(api_key) -> APIClient:
-    """A client that sends a valid X-API-Key header."""
-    client = APIClient()
-    client.credentials(HTTP_X_API_KEY=api_key)
-    return client
-
-
-@pytest.fixture
-def shop_key(db) -> str:
-    """The value of a fresh, valid shop key named "storefront"."""
-    _, key = api_key_create(name="storefront", scope="shop")
-    return key
-
-
-@pytest.fixture
-def shop_client(shop_key) -> APIClient:
-    """A client that sends a valid shop X-API-Key header."""
-    client = APIClient()
-    client.credentials(HTTP_X_API_KEY=shop_key)
-    return client
+api_key, api_client = _key_fixtures("api_key", "api_client", name="erp", scope="partner")
+shop_key, shop_client = _key_fixtures("shop_key", "shop_client", name="storefront", scope="shop")
 
 
 @pytest.fixture

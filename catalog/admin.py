@@ -6,6 +6,7 @@ import json
 import pydantic
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Count, Exists, OuterRef
@@ -367,21 +368,7 @@ class PendingProductAdmin(ReadOnlyAdmin):
         "payload_pretty",
         ("resolved_product_link", "resolved_at", "resolved_by"),
     )
-    readonly_fields = (
-        "stock_code",
-        "ean",
-        "reason",
-        "state",
-        "times_seen",
-        "first_seen",
-        "last_seen",
-        "last_request_id",
-        "posted_at",
-        "payload_pretty",
-        "resolved_product_link",
-        "resolved_at",
-        "resolved_by",
-    )
+    readonly_fields = flatten(fields)
 
     # Read-only: pending keys change only through the actions below.
 
@@ -515,17 +502,7 @@ class ReservationAdmin(ReadOnlyAdmin):
         ("changed_at", "cause"),
         "sync_audit_link",
     )
-    readonly_fields = (
-        "order_link",
-        "product_link",
-        "quantity",
-        "state",
-        "created_at",
-        "booked_at",
-        "changed_at",
-        "cause",
-        "sync_audit_link",
-    )
+    readonly_fields = flatten(fields)
 
     @admin.display(description="Order", ordering="order__order_number")
     def order_link(self, obj: Reservation) -> str:
@@ -544,20 +521,6 @@ class ReservationAdmin(ReadOnlyAdmin):
 
 @admin.register(ProductHistory)
 class ProductHistoryAdmin(ReadOnlyAdmin):
-    list_display = (
-        "changed_at",
-        "product_link",
-        "field",
-        "old_value",
-        "new_value",
-        "posted_at",
-        "source",
-        "audit_link",
-    )
-    list_filter = ("field", "source", "changed_at")
-    search_fields = ("product__stock_code", "product__ean", "audit__request_id")
-    list_select_related = ("product", "audit")
-    date_hierarchy = "changed_at"
     fields = (
         "changed_at",
         "product_link",
@@ -567,6 +530,12 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
         "source",
         "audit_link",
     )
+    # The list shows what the page shows.
+    list_display = flatten(fields)
+    list_filter = ("field", "source", "changed_at")
+    search_fields = ("product__stock_code", "product__ean", "audit__request_id")
+    list_select_related = ("product", "audit")
+    date_hierarchy = "changed_at"
     readonly_fields = ("product_link", "audit_link")
 
     @admin.display(description="Product", ordering="product__stock_code")

@@ -6,7 +6,6 @@ work in compiled code, which keeps a 5000-item batch cheap to validate.
 """
 
 from collections import deque
-from datetime import datetime
 from decimal import Context, Decimal, DecimalException, Inexact, InvalidOperation, localcontext
 from enum import StrEnum
 from functools import partial
@@ -24,7 +23,6 @@ from pydantic import (
     Strict,
     StrictBool,
     StringConstraints,
-    WithJsonSchema,
     WrapValidator,
     create_model,
 )
@@ -40,7 +38,7 @@ from core.text import (
     text_field,
     visible_text,
 )
-from core.times import document_time
+from core.times import document_time_field
 
 
 def _ascii_number_text(value: str) -> bool:
@@ -472,16 +470,8 @@ class SourceType(StrEnum):
     OTHER = "other"
 
 
-def _posted_at(value: Any) -> datetime | None:
-    """The document time (core.times: naive in TIME_ZONE, never guessed in a DST change)."""
-    return document_time(value, name="posted_at")
-
-
-PostedAt = Annotated[
-    datetime | None,
-    BeforeValidator(_posted_at),
-    WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
-]
+# The document time (core.times: naive in TIME_ZONE, never guessed in a DST change).
+PostedAt = document_time_field("posted_at")
 
 
 class SyncContext(TextFromNumbers):

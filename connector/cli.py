@@ -14,12 +14,13 @@ answer after every retry, or the key was refused): run it again later, which is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -27,16 +28,12 @@ from typing import TextIO
 from connector.document import DocumentInvalid, DocumentNotPosted, load_document, parse_document
 from connector.order_status import (
     PARTNER_REPORTED_STATUSES,
-    StatusLineResult,
     orders_report_status,
     parse_status_file,
 )
 from connector.orders import (
     DEFAULT_PAGE_SIZE,
     PAGE_SIZE_MAX,
-    AckLineResult,
-    FileInvalid,
-    Outcome,
     orders_acknowledge,
     orders_pull,
     parse_ack_file,
@@ -51,6 +48,7 @@ from connector.push import (
     SyncStatus,
     push_document,
 )
+from connector.rows import FileInvalid, LineResult, Outcome
 from connector.transport import HttpTransport, Transport
 
 EXIT_CODES = {
@@ -77,6 +75,18 @@ def _env_number(name: str, default: float, kind: type = int) -> float:
         return kind(value)
     except ValueError:
         raise SystemExit(f"{name} must be a number, got {value!r}") from None
+
+
+def _size_option(
+    command: argparse.ArgumentParser, flag: str, env: str, default: int, what: str
+) -> None:
+    """A whole-number option whose default the environment variable `env` may set."""
+    command.add_argument(
+        flag,
+        type=int,
+        default=int(_env_number(env, default)),
+        help=f"{what} (env {env}; default %(default)s)",
+    )
 
 
 def _service_options(command: argparse.ArgumentParser) -> None:
@@ -129,6 +139,54 @@ def _service_options(command: argparse.ArgumentParser) -> None:
     )
 
 
+# The commands: "parent name" -> (the help line in the parent's list, the description).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "push": (
+        "push one posted stock document to the service",
+        "Push a posted stock document (JSON or CSV) to the service and print its sync "
+        "status: synced, partial, failed or unchanged. Exit status: 0 synced, 1 partial, "
+        "3 failed, 4 unchanged (push again later), 2 invalid document or usage.",
+    ),
+    "orders": (
+        "take the orders waiting for the partner system, acknowledge them, report them",
+        "Pull pending orders into files; acknowledge them from a CSV; report what became "
+        "of them from a CSV.",
+    ),
+    "orders pull": (
+        "write every pending order to DIR/<order number>.json",
+        "Follow the pages of the order poll and write each pending order to "
+        "DIR/<order number>.json (atomically; a file already there is left alone, so a "
+        "re-run is safe). Exit status: 0 done, 3 the service refused the poll, 4 not "
+        "finished (no answer or key refused: pull again later), 2 usage.",
+    ),
+    "orders ack": (
+        "acknowledge the orders of a CSV of order_id,partner_reference",
+        "Acknowledge each line of a CSV with the columns order_id and partner_reference "
+        "(an order_number column, a stock_booked_at column - from when the ERP's stock "
+        "figures count the order, an ISO 8601 date-time - and others may stand beside "
+        "them), as the ERP's import produces it. Exit status: 0 every order acknowledged (first time or repeat), "
+        "1 some orders need a person (conflict, not found, refused), 4 not finished (no "
+        "answer or key refused: run it again later, repeats are harmless), 2 invalid file "
+        "or usage (nothing sent).",
+    ),
+    "orders status": (
+        "report what became of orders from a CSV of order_id,status,...",
+        "Report each line of a CSV with the columns order_id and status ("
+        + ", ".join(PARTNER_REPORTED_STATUSES)
+        + ") and optionally changed_at (ISO 8601 date-time), carrier, tracking_number, "
+        "tracking_url, order_number, in the file's order; an empty cell sends nothing. "
+        "A status the order already has is a repeat (only its tracking fields are "
+        "replaced); one the order has moved past is reported as past. Exit status: 0 "
+        "every line done (changed, repeat or past), 1 some orders need a person "
+        "(conflict, not acknowledged, not found, refused), 4 not finished (no answer or "
+        "key refused: run it again later, repeats are harmless), 2 invalid file or usage "
+        "(nothing sent).",
+    ),
+}
+# The commands that send the lines of an ERP's CSV.
+FILE_COMMANDS = ("orders ack", "orders status")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m connector",
@@ -137,28 +195,30 @@ def build_parser() -> argparse.ArgumentParser:
             "pulls pending orders, acknowledges them and reports what became of them."
         ),
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    push = commands.add_parser(
-        "push",
-        help="push one posted stock document to the service",
-        description=(
-            "Push a posted stock document (JSON or CSV) to the service and print its sync "
-            "status: synced, partial, failed or unchanged. Exit status: 0 synced, 1 partial, "
-            "3 failed, 4 unchanged (push again later), 2 invalid document or usage."
-        ),
-    )
+    parsers = {"": parser}
+    subcommands = {}
+    for path, (help_line, description) in COMMANDS.items():
+        parent, _, name = path.rpartition(" ")
+        if parent not in subcommands:
+            dest = f"{parent}_command" if parent else "command"
+            subcommands[parent] = parsers[parent].add_subparsers(dest=dest, required=True)
+        parsers[path] = subcommands[parent].add_parser(
+            name, help=help_line, description=description
+        )
+
+    push = parsers["push"]
     push.add_argument("document", help="document file (.json or .csv), or - for standard input")
     push.add_argument(
         "--format",
         choices=("json", "csv"),
         help="document format (default: from the file suffix; json for standard input)",
     )
-    push.add_argument(
+    _size_option(
+        push,
         "--chunk-size",
-        type=int,
-        default=int(_env_number("CONNECTOR_CHUNK_SIZE", DEFAULT_CHUNK_SIZE)),
-        help=f"rows per batch request, 1 to {MAX_CHUNK_SIZE} (the service's limit) "
-        "(env CONNECTOR_CHUNK_SIZE; default %(default)s)",
+        "CONNECTOR_CHUNK_SIZE",
+        DEFAULT_CHUNK_SIZE,
+        f"rows per batch request, 1 to {MAX_CHUNK_SIZE} (the service's limit)",
     )
     push.add_argument("--actor", help="who pushes (sync_context.actor), e.g. a user name")
     push.add_argument(
@@ -169,68 +229,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--status-file), and apply nothing",
     )
     _service_options(push)
-
-    orders = commands.add_parser(
-        "orders",
-        help="take the orders waiting for the partner system, acknowledge them, report them",
-        description=(
-            "Pull pending orders into files; acknowledge them from a CSV; report what became "
-            "of them from a CSV."
-        ),
-    )
-    order_commands = orders.add_subparsers(dest="orders_command", required=True)
-    pull = order_commands.add_parser(
-        "pull",
-        help="write every pending order to DIR/<order number>.json",
-        description=(
-            "Follow the pages of the order poll and write each pending order to "
-            "DIR/<order number>.json (atomically; a file already there is left alone, so a "
-            "re-run is safe). Exit status: 0 done, 3 the service refused the poll, 4 not "
-            "finished (no answer or key refused: pull again later), 2 usage."
-        ),
-    )
+    pull = parsers["orders pull"]
     pull.add_argument("--out", type=Path, required=True, help="folder for the order files")
-    pull.add_argument(
+    _size_option(
+        pull,
         "--limit",
-        type=int,
-        default=int(_env_number("CONNECTOR_PAGE_SIZE", DEFAULT_PAGE_SIZE)),
-        help=f"orders per page, 1 to {PAGE_SIZE_MAX} (env CONNECTOR_PAGE_SIZE; "
-        "default %(default)s)",
+        "CONNECTOR_PAGE_SIZE",
+        DEFAULT_PAGE_SIZE,
+        f"orders per page, 1 to {PAGE_SIZE_MAX}",
     )
     _service_options(pull)
-    ack = order_commands.add_parser(
-        "ack",
-        help="acknowledge the orders of a CSV of order_id,partner_reference",
-        description=(
-            "Acknowledge each line of a CSV with the columns order_id and partner_reference "
-            "(an order_number column, a stock_booked_at column - from when the ERP's stock "
-            "figures count the order, an ISO 8601 date-time - and others may stand beside "
-            "them), as the ERP's import produces it. Exit status: 0 every order acknowledged (first time or repeat), "
-            "1 some orders need a person (conflict, not found, refused), 4 not finished (no "
-            "answer or key refused: run it again later, repeats are harmless), 2 invalid file "
-            "or usage (nothing sent)."
-        ),
-    )
-    ack.add_argument("file", help="CSV file, or - for standard input")
-    _service_options(ack)
-    status = order_commands.add_parser(
-        "status",
-        help="report what became of orders from a CSV of order_id,status,...",
-        description=(
-            "Report each line of a CSV with the columns order_id and status ("
-            + ", ".join(PARTNER_REPORTED_STATUSES)
-            + ") and optionally changed_at (ISO 8601 date-time), carrier, tracking_number, "
-            "tracking_url, order_number, in the file's order; an empty cell sends nothing. "
-            "A status the order already has is a repeat (only its tracking fields are "
-            "replaced); one the order has moved past is reported as past. Exit status: 0 "
-            "every line done (changed, repeat or past), 1 some orders need a person "
-            "(conflict, not acknowledged, not found, refused), 4 not finished (no answer or "
-            "key refused: run it again later, repeats are harmless), 2 invalid file or usage "
-            "(nothing sent)."
-        ),
-    )
-    status.add_argument("file", help="CSV file, or - for standard input")
-    _service_options(status)
+    for path in FILE_COMMANDS:
+        parsers[path].add_argument("file", help="CSV file, or - for standard input")
+        _service_options(parsers[path])
     return parser
 
 
@@ -289,9 +300,40 @@ def _client(args, transport: Transport, io: _IO, on_retry) -> ServiceClient:
     )
 
 
-def _write_status(path: Path | None, data: dict) -> None:
-    if path is not None:
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+def _report(args, stdout: TextIO, result, more: str = "") -> None:
+    """A command's result: its summary (and `more`) on standard output, and as JSON in the
+    --status-file when there is one."""
+    stdout.write(result.summary() + "\n")
+    if more:
+        stdout.write(more)
+    if args.status_file is not None:
+        data = result.as_dict()
+        args.status_file.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _show_progress(args, stream: TextIO, worth_it: bool = True) -> bool:
+    """--progress or --no-progress; by default a bar on a terminal, where it is `worth_it`."""
+    if args.progress is None:
+        return stream.isatty() and worth_it
+    return args.progress
+
+
+@contextlib.contextmanager
+def _progress(
+    show: bool, total: int | None, desc: str, stream: TextIO, unit: str = "row"
+) -> Iterator[Callable[[int], object]]:
+    """A function that moves a progress bar on by so many; the bar (shown when `show` and tqdm
+    is there) is closed on the way out."""
+    bar = _progress_bar(total, desc, stream, unit=unit) if show else None
+    try:
+        yield bar.update if bar is not None else _no_progress
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _no_progress(count: int) -> None:
+    pass
 
 
 def _push(args, transport: Transport, io: _IO, usage) -> int:
@@ -333,16 +375,12 @@ def _push_document(args, document, transport: Transport, io: _IO) -> int:
         )
 
     client = _client(args, transport, io, on_retry)
-    show_progress = args.progress
-    if show_progress is None:
-        show_progress = stderr.isatty() and document.row_count > args.chunk_size
-    bar = _progress_bar(document.row_count, document.number, stderr) if show_progress else None
+    show = _show_progress(args, stderr, document.row_count > args.chunk_size)
+    with _progress(show, document.row_count, document.number, stderr) as advance:
 
-    def on_chunk(outcome: ChunkResult) -> None:
-        if bar is not None:
-            bar.update(outcome.rows)
+        def on_chunk(outcome: ChunkResult) -> None:
+            advance(outcome.rows)
 
-    try:
         result = push_document(
             document,
             client=client,
@@ -351,13 +389,8 @@ def _push_document(args, document, transport: Transport, io: _IO) -> int:
             on_chunk=on_chunk,
             dry_run=args.dry_run,
         )
-    finally:
-        if bar is not None:
-            bar.close()
-    stdout.write(result.summary() + "\n")
-    if args.dry_run:
-        stdout.write(changes_text(result.changes, table=stdout.isatty()))
-    _write_status(args.status_file, result.as_dict())
+    changes = changes_text(result.changes, table=stdout.isatty()) if args.dry_run else ""
+    _report(args, stdout, result, changes)
     return EXIT_CODES[result.status]
 
 
@@ -374,28 +407,23 @@ def _orders_pull(args, transport: Transport, io: _IO, usage) -> int:
     if args.out.exists() and not args.out.is_dir():
         return usage(f"{args.out} is not a folder.")
     client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
-    show_progress = io.stderr.isatty() if args.progress is None else args.progress
-    # How many orders wait is not known before the last page: the bar counts without a total.
-    bar = _progress_bar(None, "orders", io.stderr, unit="order") if show_progress else None
 
     def on_file(path: str) -> None:
         io.stdout.write(f"wrote {path}\n")
 
-    def on_page(orders: int) -> None:
-        if bar is not None:
-            bar.update(orders)
-
-    try:
-        result = orders_pull(
-            client=client, folder=args.out, page_size=args.limit, on_file=on_file, on_page=on_page
-        )
-    except OSError as exc:
-        return usage(f"cannot write to {args.out}: {exc}")
-    finally:
-        if bar is not None:
-            bar.close()
-    io.stdout.write(result.summary() + "\n")
-    _write_status(args.status_file, result.as_dict())
+    # How many orders wait is not known before the last page: the bar counts without a total.
+    with _progress(_show_progress(args, io.stderr), None, "orders", io.stderr, "order") as advance:
+        try:
+            result = orders_pull(
+                client=client,
+                folder=args.out,
+                page_size=args.limit,
+                on_file=on_file,
+                on_page=advance,
+            )
+        except OSError as exc:
+            return usage(f"cannot write to {args.out}: {exc}")
+    _report(args, io.stdout, result)
     return ORDER_EXIT_CODES[result.outcome]
 
 
@@ -424,20 +452,14 @@ def _orders_file(args, transport: Transport, io: _IO, usage, parse, send, label:
         more = f"\n  (+{len(exc.problems) - 20} more)" if len(exc.problems) > 20 else ""
         return usage(f"{args.file}: nothing was sent:\n  {shown}{more}")
     client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
-    show_progress = io.stderr.isatty() if args.progress is None else args.progress
-    bar = _progress_bar(len(lines), label, io.stderr, unit="order") if show_progress else None
+    show = _show_progress(args, io.stderr)
+    with _progress(show, len(lines), label, io.stderr, "order") as advance:
 
-    def on_line(outcome: AckLineResult | StatusLineResult) -> None:
-        if bar is not None:
-            bar.update(1)
+        def on_line(outcome: LineResult) -> None:
+            advance(1)
 
-    try:
         result = send(lines, client=client, on_line=on_line)
-    finally:
-        if bar is not None:
-            bar.close()
-    io.stdout.write(result.summary() + "\n")
-    _write_status(args.status_file, result.as_dict())
+    _report(args, io.stdout, result)
     return ORDER_EXIT_CODES[result.outcome]
 
 

@@ -19,13 +19,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Any
 
-from connector.client import Call, RetriesExhausted, ServiceClient, json_body
 from connector.document import POSTED_AT_FORMAT
-from connector.orders import FileInvalid, Outcome, csv_reader, detail_text
+from connector.rows import (
+    LineInvalid,
+    LineResult,
+    LineResults,
+    OrderLine,
+    line_statuses,
+    order_id_problem,
+    read_lines,
+    text_field,
+)
 
 STATUS_PATH = "/api/v1/partner/orders/{order_id}/status"
 # The service's transition table (orders/states.py; the connector does not import the service,
@@ -58,19 +65,12 @@ def statuses_after(status: str) -> frozenset[str]:
 
 
 @dataclass(frozen=True)
-class StatusLine:
-    line: int
-    order_id: int
+class StatusLine(OrderLine):
     status: str
     changed_at: str = ""
     # Tracking fields the line fills in (an empty cell is not here).
     tracking: tuple[tuple[str, str], ...] = ()
     order_number: str = ""
-
-    @property
-    def label(self) -> str:
-        number = f" ({self.order_number})" if self.order_number else ""
-        return f"order {self.order_id}{number}"
 
     def body(self) -> bytes:
         data: dict[str, Any] = {"status": self.status}
@@ -80,94 +80,39 @@ class StatusLine:
         return json.dumps(data).encode()
 
 
-class LineStatus(StrEnum):
-    CHANGED = "changed"
-    REPEAT = "repeat"
-    # The order has already moved past the reported status (an older line sent again).
-    PAST = "past"
-    CONFLICT = "conflict"
-    NOT_ACKNOWLEDGED = "not_acknowledged"
-    NOT_FOUND = "not_found"
-    REFUSED = "refused"
-    NO_ANSWER = "no_answer"
-    NOT_SENT = "not_sent"
+# PAST: the order has already moved past the reported status (an older line sent again).
+LineStatus = line_statuses(
+    "LineStatus", __name__, "CHANGED", "REPEAT", "PAST", "CONFLICT", "NOT_ACKNOWLEDGED"
+)
 
 
 @dataclass
-class StatusLineResult:
-    line: StatusLine
-    status: LineStatus
-    status_code: int | None = None
+class StatusLineResult(LineResult):
     # The order's status at the service after the call (when the answer said).
     service_status: str | None = None
-    attempts: int = 0
-    message: str = ""
 
-    def describe(self) -> str:
-        text = f"{self.line.label}: {self.status}"
-        if self.status in (LineStatus.CONFLICT, LineStatus.PAST):
-            text += f": the service has it {self.service_status}, the file says {self.line.status}"
-        elif self.message:
-            text += f": {self.message}"
-        return text
+    def read_answer(self, status_code: int, data: Any) -> bool:
+        self.service_status = text_field(data, "status")
+        if status_code != 409:
+            return False
+        if isinstance(data, dict) and data.get("partner_sync_status"):
+            self.status = LineStatus.NOT_ACKNOWLEDGED
+            self.message = "acknowledge the order first"
+        else:
+            past = self.service_status in statuses_after(self.line.status)
+            self.status = LineStatus.PAST if past else LineStatus.CONFLICT
+        return True
 
+    def disagreement(self) -> str:
+        if self.status not in (LineStatus.CONFLICT, LineStatus.PAST):
+            return ""
+        return f"the service has it {self.service_status}, the file says {self.line.status}"
 
-@dataclass
-class StatusResult:
-    lines: list[StatusLineResult] = field(default_factory=list)
-    reason: str = ""
+    def reported(self) -> dict[str, Any]:
+        return {"status": self.line.status, "result": str(self.status)}
 
-    def count(self, status: LineStatus) -> int:
-        return sum(1 for line in self.lines if line.status is status)
-
-    @property
-    def outcome(self) -> Outcome:
-        statuses = {line.status for line in self.lines}
-        if statuses & {LineStatus.NO_ANSWER, LineStatus.NOT_SENT}:
-            return Outcome.UNFINISHED
-        if statuses & {
-            LineStatus.CONFLICT,
-            LineStatus.NOT_ACKNOWLEDGED,
-            LineStatus.NOT_FOUND,
-            LineStatus.REFUSED,
-        }:
-            return Outcome.ATTENTION
-        return Outcome.DONE
-
-    def summary(self) -> str:
-        counts = ", ".join(f"{self.count(status)} {status}" for status in LineStatus)
-        lines = [f"Reported {len(self.lines)} line(s): {counts}: {self.outcome}"]
-        lines += [
-            f"  {line.describe()}"
-            for line in self.lines
-            if line.status not in (LineStatus.CHANGED, LineStatus.REPEAT)
-        ]
-        if self.reason:
-            lines.append(f"  {self.reason}")
-        return "\n".join(lines)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "command": "orders status",
-            "outcome": str(self.outcome),
-            "lines": len(self.lines),
-            **{str(status): self.count(status) for status in LineStatus},
-            "reason": self.reason,
-            "results": [
-                {
-                    "line": item.line.line,
-                    "order_id": item.line.order_id,
-                    "order_number": item.line.order_number or None,
-                    "status": item.line.status,
-                    "result": str(item.status),
-                    "status_code": item.status_code,
-                    "service_status": item.service_status,
-                    "attempts": item.attempts,
-                    "message": item.message,
-                }
-                for item in self.lines
-            ],
-        }
+    def answered(self) -> dict[str, Any]:
+        return {"service_status": self.service_status}
 
 
 def parse_status_file(text: str) -> list[StatusLine]:
@@ -175,111 +120,60 @@ def parse_status_file(text: str) -> list[StatusLine]:
     `carrier`, `tracking_number`, `tracking_url`, `order_number` and other columns may stand
     beside them), then one event per line, in the order to send them. Comma or semicolon
     separated. Every problem is collected; FileInvalid lists them."""
-    reader = csv_reader(text, required=("order_id", "status"))
-    problems: list[str] = []
-    lines: list[StatusLine] = []
-    for row in reader:
-        number = reader.line_num
-        if not any((value or "").strip() for value in row.values() if isinstance(value, str)):
-            continue
-        cell = _cells(row)
-        found = []
-        raw_id = cell("order_id")
-        if not re.fullmatch(r"[0-9]+", raw_id) or int(raw_id) < 1:
-            found.append(f"order_id {raw_id!r} is not a positive integer")
-        status = cell("status").lower()
-        if status not in PARTNER_REPORTED_STATUSES:
-            found.append(
-                f"status {cell('status')!r} is not one of {', '.join(PARTNER_REPORTED_STATUSES)}"
-            )
-        changed_at = cell("changed_at")
-        if changed_at and not POSTED_AT_FORMAT.fullmatch(changed_at):
-            found.append(f"changed_at {changed_at!r} is not an ISO 8601 date-time")
-        tracking = []
-        for name, limit in TEXT_LIMITS.items():
-            value = cell(name)
-            if not value:
-                continue
-            if len(value) > limit:
-                found.append(f"{name} is longer than {limit}")
-            elif name == "tracking_url" and not _HTTP_URL.fullmatch(value):
-                found.append(f"tracking_url {value!r} is not an absolute http or https URL")
-            tracking.append((name, value))
-        if found:
-            problems.extend(f"line {number}: {problem}" for problem in found)
-            continue
-        lines.append(
-            StatusLine(
-                line=number,
-                order_id=int(raw_id),
-                status=status,
-                changed_at=changed_at,
-                tracking=tuple(tracking),
-                order_number=cell("order_number"),
-            )
+    return read_lines(text, required=("order_id", "status"), read_line=_read_status_line)
+
+
+def _read_status_line(number: int, cell: Callable[[str], str]) -> StatusLine:
+    found = []
+    raw_id = cell("order_id")
+    if problem := order_id_problem(raw_id):
+        found.append(problem)
+    status = cell("status").lower()
+    if status not in PARTNER_REPORTED_STATUSES:
+        found.append(
+            f"status {cell('status')!r} is not one of {', '.join(PARTNER_REPORTED_STATUSES)}"
         )
-    if problems:
-        raise FileInvalid(problems)
-    return lines
+    changed_at = cell("changed_at")
+    if changed_at and not POSTED_AT_FORMAT.fullmatch(changed_at):
+        found.append(f"changed_at {changed_at!r} is not an ISO 8601 date-time")
+    tracking = []
+    for name, limit in TEXT_LIMITS.items():
+        value = cell(name)
+        if not value:
+            continue
+        if len(value) > limit:
+            found.append(f"{name} is longer than {limit}")
+        elif name == "tracking_url" and not _HTTP_URL.fullmatch(value):
+            found.append(f"tracking_url {value!r} is not an absolute http or https URL")
+        tracking.append((name, value))
+    if found:
+        raise LineInvalid(*found)
+    return StatusLine(
+        line=number,
+        order_id=int(raw_id),
+        status=status,
+        changed_at=changed_at,
+        tracking=tuple(tracking),
+        order_number=cell("order_number"),
+    )
 
 
-def _cells(row: dict[str, Any]) -> Callable[[str], str]:
-    def cell(name: str) -> str:
-        value = row.get(name)
-        return value.strip() if isinstance(value, str) else ""
+class StatusResult(LineResults):
+    COMMAND = "orders status"
+    PATH = STATUS_PATH
+    VERB = "Reported"
+    STATUSES = LineStatus
+    TAKEN = LineStatus.CHANGED
+    ATTENTION = frozenset(
+        {
+            LineStatus.CONFLICT,
+            LineStatus.NOT_ACKNOWLEDGED,
+            LineStatus.NOT_FOUND,
+            LineStatus.REFUSED,
+        }
+    )
+    LINE = StatusLineResult
 
-    return cell
 
-
-def orders_report_status(
-    lines: list[StatusLine],
-    *,
-    client: ServiceClient,
-    on_line: Callable[[StatusLineResult], None] | None = None,
-) -> StatusResult:
-    """Report each line, in the file's order; a refused key stops the run."""
-    result = StatusResult()
-    for index, line in enumerate(lines):
-        call = Call("POST", STATUS_PATH.format(order_id=line.order_id), line.label, line.body())
-        outcome = StatusLineResult(line=line, status=LineStatus.NO_ANSWER)
-        try:
-            reply, outcome.attempts = client.send(call)
-        except RetriesExhausted as exc:
-            outcome.attempts = exc.attempts
-            outcome.status_code = exc.last.status if exc.last else None
-            outcome.message = str(exc)
-        else:
-            outcome.status_code = reply.status
-            data = json_body(reply)
-            current = data.get("status") if isinstance(data, dict) else None
-            outcome.service_status = current if isinstance(current, str) else None
-            if reply.status == 200:
-                replayed = (reply.header("Idempotent-Replayed") or "").lower() == "true"
-                outcome.status = LineStatus.REPEAT if replayed else LineStatus.CHANGED
-            elif reply.status == 409 and isinstance(data, dict) and data.get("partner_sync_status"):
-                outcome.status = LineStatus.NOT_ACKNOWLEDGED
-                outcome.message = "acknowledge the order first"
-            elif reply.status == 409:
-                past = outcome.service_status in statuses_after(line.status)
-                outcome.status = LineStatus.PAST if past else LineStatus.CONFLICT
-            elif reply.status == 404:
-                outcome.status = LineStatus.NOT_FOUND
-                outcome.message = "no such order for the partner system"
-            elif reply.status in (401, 403):
-                outcome.status = LineStatus.NOT_SENT
-                result.reason = (
-                    f"the API key was refused ({detail_text(data)}); nothing more was sent"
-                )
-            else:
-                outcome.status = LineStatus.REFUSED
-                outcome.message = f"refused with HTTP {reply.status}: {detail_text(data)}"
-        result.lines.append(outcome)
-        if on_line is not None:
-            on_line(outcome)
-        if outcome.status is LineStatus.NOT_SENT:
-            result.lines.extend(
-                StatusLineResult(line=rest, status=LineStatus.NOT_SENT)
-                for rest in lines[index + 1 :]
-            )
-            break
-    return result
+# Report each line (`parse_status_file`), in the file's order; a refused key stops the run.
+orders_report_status = StatusResult.send

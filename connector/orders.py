@@ -16,22 +16,32 @@ partner_reference) the import produced. Both steps are safe to repeat:
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
 import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from connector.client import Call, RetriesExhausted, ServiceClient, json_body
 from connector.document import POSTED_AT_FORMAT
+from connector.rows import (
+    FileInvalid,
+    LineInvalid,
+    LineResult,
+    LineResults,
+    OrderLine,
+    Outcome,
+    detail_text,
+    line_statuses,
+    order_id_problem,
+    read_lines,
+    text_field,
+)
 
 ORDERS_PATH = "/api/v1/partner/orders"
 ACKNOWLEDGE_PATH = "/api/v1/partner/orders/{order_id}/acknowledge"
@@ -43,26 +53,6 @@ _SAFE = re.compile(r"[A-Za-z0-9_-]")
 _PLAIN = re.compile(r"[a-z0-9_-]+")
 # Names Windows reserves whatever the extension (a folder may be shared with it).
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{n}" for p in ("com", "lpt") for n in range(10)}
-
-
-class Outcome(StrEnum):
-    """How a command ended; the command line maps it to its exit status."""
-
-    DONE = "done"
-    # The service answered, but some orders need a person (a conflict, an unknown order).
-    ATTENTION = "attention"
-    # The service refused the request itself (the command or the key is wrong).
-    REFUSED = "refused"
-    # No answer after every retry, or the key was refused: run the command again later.
-    UNFINISHED = "unfinished"
-
-
-class FileInvalid(ValueError):
-    """The ERP's file cannot be used; nothing was sent. `problems` names each line."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems[:10]))
-        self.problems = problems
 
 
 # The acknowledgement file's name for it.
@@ -204,102 +194,47 @@ def orders_pull(
 
 
 @dataclass(frozen=True)
-class AckLine:
-    line: int
-    order_id: int
+class AckLine(OrderLine):
     partner_reference: str
     order_number: str = ""
     # From when the ERP's stock figures count the order (ISO 8601 date-time); "" for none.
     stock_booked_at: str = ""
 
-    @property
-    def label(self) -> str:
-        number = f" ({self.order_number})" if self.order_number else ""
-        return f"order {self.order_id}{number}"
+    def body(self) -> bytes:
+        return json.dumps(
+            {"partner_reference": self.partner_reference}
+            | ({"stock_booked_at": self.stock_booked_at} if self.stock_booked_at else {})
+        ).encode()
 
 
-class AckStatus(StrEnum):
-    ACKNOWLEDGED = "acknowledged"
-    REPEAT = "repeat"
-    CONFLICT = "conflict"
-    NOT_FOUND = "not_found"
-    REFUSED = "refused"
-    NO_ANSWER = "no_answer"
-    NOT_SENT = "not_sent"
+AckStatus = line_statuses("AckStatus", __name__, "ACKNOWLEDGED", "REPEAT", "CONFLICT")
 
 
 @dataclass
-class AckLineResult:
-    line: AckLine
-    status: AckStatus
-    status_code: int | None = None
+class AckLineResult(LineResult):
     stored_reference: str | None = None
-    attempts: int = 0
-    message: str = ""
 
-    def describe(self) -> str:
-        text = f"{self.line.label}: {self.status}"
-        if self.status is AckStatus.CONFLICT:
-            text += (
-                f": the service holds partner_reference {self.stored_reference!r}, "
-                f"the file says {self.line.partner_reference!r}"
-            )
-        elif self.message:
-            text += f": {self.message}"
-        return text
+    def read_answer(self, status_code: int, data: Any) -> bool:
+        if status_code != 409:
+            return False
+        self.status = AckStatus.CONFLICT
+        self.stored_reference = text_field(data, "partner_reference")
+        self.message = detail_text(data)
+        return True
 
+    def disagreement(self) -> str:
+        if self.status is not AckStatus.CONFLICT:
+            return ""
+        return (
+            f"the service holds partner_reference {self.stored_reference!r}, "
+            f"the file says {self.line.partner_reference!r}"
+        )
 
-@dataclass
-class AckResult:
-    lines: list[AckLineResult] = field(default_factory=list)
-    reason: str = ""
+    def reported(self) -> dict[str, Any]:
+        return {"partner_reference": self.line.partner_reference, "status": str(self.status)}
 
-    def count(self, status: AckStatus) -> int:
-        return sum(1 for line in self.lines if line.status is status)
-
-    @property
-    def outcome(self) -> Outcome:
-        statuses = {line.status for line in self.lines}
-        if statuses & {AckStatus.NO_ANSWER, AckStatus.NOT_SENT}:
-            return Outcome.UNFINISHED
-        if statuses & {AckStatus.CONFLICT, AckStatus.NOT_FOUND, AckStatus.REFUSED}:
-            return Outcome.ATTENTION
-        return Outcome.DONE
-
-    def summary(self) -> str:
-        counts = ", ".join(f"{self.count(status)} {status}" for status in AckStatus)
-        lines = [f"Acknowledged {len(self.lines)} line(s): {counts}: {self.outcome}"]
-        lines += [
-            f"  {line.describe()}"
-            for line in self.lines
-            if line.status not in (AckStatus.ACKNOWLEDGED, AckStatus.REPEAT)
-        ]
-        if self.reason:
-            lines.append(f"  {self.reason}")
-        return "\n".join(lines)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "command": "orders ack",
-            "outcome": str(self.outcome),
-            "lines": len(self.lines),
-            **{str(status): self.count(status) for status in AckStatus},
-            "reason": self.reason,
-            "results": [
-                {
-                    "line": item.line.line,
-                    "order_id": item.line.order_id,
-                    "order_number": item.line.order_number or None,
-                    "partner_reference": item.line.partner_reference,
-                    "status": str(item.status),
-                    "status_code": item.status_code,
-                    "stored_reference": item.stored_reference,
-                    "attempts": item.attempts,
-                    "message": item.message,
-                }
-                for item in self.lines
-            ],
-        }
+    def answered(self) -> dict[str, Any]:
+        return {"stored_reference": self.stored_reference}
 
 
 def parse_ack_file(text: str) -> list[AckLine]:
@@ -307,132 +242,43 @@ def parse_ack_file(text: str) -> list[AckLine]:
     (an `order_number`, a `stock_booked_at` and any other column may stand beside them), then
     one order per line. Comma or semicolon separated. Every problem is collected;
     AckFileInvalid lists them."""
-    reader = csv_reader(text, required=("order_id", "partner_reference"))
-    problems: list[str] = []
-    lines: list[AckLine] = []
     seen: dict[int, AckLine] = {}
-    for row in reader:
-        number = reader.line_num
-        if not any((value or "").strip() for value in row.values() if isinstance(value, str)):
-            continue
-        raw_id = (row.get("order_id") or "").strip()
-        reference = (row.get("partner_reference") or "").strip()
-        order_number = (row.get("order_number") or "").strip()
-        if not re.fullmatch(r"[0-9]+", raw_id) or int(raw_id) < 1:
-            problems.append(f"line {number}: order_id {raw_id!r} is not a positive integer")
-            continue
+
+    def read_line(number: int, cell: Callable[[str], str]) -> AckLine | None:
+        raw_id = cell("order_id")
+        reference = cell("partner_reference")
+        if problem := order_id_problem(raw_id):
+            raise LineInvalid(problem)
         if not reference:
-            problems.append(f"line {number}: partner_reference is empty")
-            continue
+            raise LineInvalid("partner_reference is empty")
         if len(reference) > PARTNER_REFERENCE_MAX:
-            problems.append(
-                f"line {number}: partner_reference is longer than {PARTNER_REFERENCE_MAX}"
-            )
-            continue
-        booked_at = (row.get("stock_booked_at") or "").strip()
+            raise LineInvalid(f"partner_reference is longer than {PARTNER_REFERENCE_MAX}")
+        booked_at = cell("stock_booked_at")
         if booked_at and not POSTED_AT_FORMAT.fullmatch(booked_at):
-            problems.append(
-                f"line {number}: stock_booked_at {booked_at!r} is not an ISO 8601 date-time"
+            raise LineInvalid(f"stock_booked_at {booked_at!r} is not an ISO 8601 date-time")
+        line = AckLine(number, int(raw_id), reference, cell("order_number"), booked_at)
+        earlier = seen.setdefault(line.order_id, line)
+        if earlier is line:
+            return line
+        if earlier.partner_reference != reference:
+            raise LineInvalid(
+                f"order_id {line.order_id} appears on line {earlier.line} "
+                f"with another partner_reference ({earlier.partner_reference!r})"
             )
-            continue
-        line = AckLine(number, int(raw_id), reference, order_number, booked_at)
-        earlier = seen.get(line.order_id)
-        if earlier is not None:
-            if earlier.partner_reference != reference:
-                problems.append(
-                    f"line {number}: order_id {line.order_id} appears on line {earlier.line} "
-                    f"with another partner_reference ({earlier.partner_reference!r})"
-                )
-            continue
-        seen[line.order_id] = line
-        lines.append(line)
-    if problems:
-        raise AckFileInvalid(problems)
-    return lines
+        return None
+
+    return read_lines(text, required=("order_id", "partner_reference"), read_line=read_line)
 
 
-def csv_reader(text: str, *, required: tuple[str, ...]) -> csv.DictReader:
-    """A reader of an ERP's CSV: comma or semicolon separated, a BOM dropped, the header's
-    names stripped; FileInvalid when a `required` column is missing."""
-    text = text.removeprefix("\ufeff")
-    first = text.split("\n", 1)[0]
-    delimiter = ";" if first.count(";") > first.count(",") else ","
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header = [name.strip() for name in reader.fieldnames or []]
-    missing = [name for name in required if name not in header]
-    if missing:
-        raise FileInvalid([f"the header has no column {', '.join(missing)}"])
-    reader.fieldnames = header
-    return reader
+class AckResult(LineResults):
+    COMMAND = "orders ack"
+    PATH = ACKNOWLEDGE_PATH
+    VERB = "Acknowledged"
+    STATUSES = AckStatus
+    TAKEN = AckStatus.ACKNOWLEDGED
+    ATTENTION = frozenset({AckStatus.CONFLICT, AckStatus.NOT_FOUND, AckStatus.REFUSED})
+    LINE = AckLineResult
 
 
-def orders_acknowledge(
-    lines: list[AckLine],
-    *,
-    client: ServiceClient,
-    on_line: Callable[[AckLineResult], None] | None = None,
-) -> AckResult:
-    """Acknowledge each line; report each answer. A refused key stops the run."""
-    result = AckResult()
-    for index, line in enumerate(lines):
-        call = Call(
-            "POST",
-            ACKNOWLEDGE_PATH.format(order_id=line.order_id),
-            line.label,
-            json.dumps(
-                {"partner_reference": line.partner_reference}
-                | ({"stock_booked_at": line.stock_booked_at} if line.stock_booked_at else {})
-            ).encode(),
-        )
-        outcome = AckLineResult(line=line, status=AckStatus.NO_ANSWER)
-        try:
-            reply, outcome.attempts = client.send(call)
-        except RetriesExhausted as exc:
-            outcome.attempts = exc.attempts
-            outcome.status_code = exc.last.status if exc.last else None
-            outcome.message = str(exc)
-        else:
-            outcome.status_code = reply.status
-            data = json_body(reply)
-            if reply.status == 200:
-                replayed = (reply.header("Idempotent-Replayed") or "").lower() == "true"
-                outcome.status = AckStatus.REPEAT if replayed else AckStatus.ACKNOWLEDGED
-            elif reply.status == 409:
-                outcome.status = AckStatus.CONFLICT
-                stored = data.get("partner_reference") if isinstance(data, dict) else None
-                outcome.stored_reference = stored if isinstance(stored, str) else None
-                outcome.message = detail_text(data)
-            elif reply.status == 404:
-                outcome.status = AckStatus.NOT_FOUND
-                outcome.message = "no such order for the partner system"
-            elif reply.status in (401, 403):
-                outcome.status = AckStatus.NOT_SENT
-                result.reason = (
-                    f"the API key was refused ({detail_text(data)}); nothing more was sent"
-                )
-            else:
-                outcome.status = AckStatus.REFUSED
-                outcome.message = f"refused with HTTP {reply.status}: {detail_text(data)}"
-        result.lines.append(outcome)
-        if on_line is not None:
-            on_line(outcome)
-        if outcome.status is AckStatus.NOT_SENT:
-            result.lines.extend(
-                AckLineResult(line=rest, status=AckStatus.NOT_SENT) for rest in lines[index + 1 :]
-            )
-            break
-    return result
-
-
-def detail_text(data: Any) -> str:
-    if isinstance(data, dict):
-        detail = data.get("detail")
-        if isinstance(detail, str):
-            return detail
-        if isinstance(detail, list):
-            return "; ".join(
-                f"{'.'.join(str(part) for part in p.get('loc', []))}: {p.get('msg', '')}"
-                for p in detail[:5]
-                if isinstance(p, dict)
-            )
-    return "no detail"
+# Acknowledge each line (`parse_ack_file`); report each answer. A refused key stops the run.
+orders_acknowledge = AckResult.send

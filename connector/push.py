@@ -219,15 +219,10 @@ def _count_of(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
-def plan_chunks(
-    document: Document,
-    *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    actor: str | None = None,
-    dry_run: bool = False,
-) -> list[Chunk]:
-    """The requests that push the document, each with its exact body (reused on every retry)."""
-    return list(iter_chunks(document, chunk_size=chunk_size, actor=actor, dry_run=dry_run))
+def plan_chunks(document: Document, **options: Any) -> list[Chunk]:
+    """The requests that push the document, each with its exact body (reused on every retry);
+    the options are iter_chunks' (chunk_size, actor, dry_run)."""
+    return list(iter_chunks(document, **options))
 
 
 def iter_chunks(

@@ -36,7 +36,6 @@ ALL_SEASON = ("All Season 195/65 R15", None, "PT-195-65-15-A")
 
 def _order(
     number: str,
-    *,
     hours_ago: int,
     customer: dict,
     lines: list[tuple],
@@ -85,38 +84,16 @@ def demo_orders() -> list[OrderRecord]:
         "zip_code": "779 00",
     }
     petr = {"name": "Petr Svoboda", "email": "petr.svoboda@example.com"}
-    return [
-        _order(
-            "DEMO-2026-0001",
-            hours_ago=50,
-            customer=jana,
-            lines=[(WINTER, 4, "84.50")],
-            partner_sync_status=Order.PartnerStatus.ACKNOWLEDGED,
-            partner_reference="FA-2026-0001",
-        ),
-        _order(
-            "DEMO-2026-0002",
-            hours_ago=5,
-            customer=garage,
-            lines=[(SUMMER, 8, "109.00"), (ALL_SEASON, 4, "61.00")],
-            partner_sync_status=Order.PartnerStatus.PENDING_PARTNER,
-        ),
-        _order(
-            "DEMO-2026-0003",
-            hours_ago=1,
-            customer=jana,
-            lines=[(ALL_SEASON, 2, "61.00")],
-            partner_sync_status=Order.PartnerStatus.PENDING_PARTNER,
-        ),
+    pending, acknowledged = Order.PartnerStatus.PENDING_PARTNER, Order.PartnerStatus.ACKNOWLEDGED
+    # Number, placed (hours ago), customer, lines, partner_sync_status, partner_reference.
+    rows = [
+        ("DEMO-2026-0001", 50, jana, [(WINTER, 4, "84.50")], acknowledged, "FA-2026-0001"),
+        ("DEMO-2026-0002", 5, garage, [(SUMMER, 8, "109.00"), (ALL_SEASON, 4, "61.00")], pending),
+        ("DEMO-2026-0003", 1, jana, [(ALL_SEASON, 2, "61.00")], pending),
         # Imported from the old shop: the partner system never sees it.
-        _order(
-            "LEGACY-2019-0042",
-            hours_ago=24 * 365 * 6,
-            customer=petr,
-            lines=[(WINTER, 2, "79.00")],
-            partner_sync_status=None,
-        ),
+        ("LEGACY-2019-0042", 24 * 365 * 6, petr, [(WINTER, 2, "79.00")], None),
     ]
+    return [_order(*row) for row in rows]
 
 
 def _shop_body(number: str, *, customer: dict, lines: list[tuple]) -> dict:

@@ -13,13 +13,11 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.db import transaction
-from django.utils import timezone
 
-from catalog.reservations import reservations_release
 from core.retry import run_with_retry
 from core.signals import order_status_changed
 from orders.models import Order
-from orders.services import OrderNotFound, record_status_change
+from orders.services import OrderNotFound, order_status_move
 from orders.states import (
     Actor,
     OrderSource,
@@ -98,7 +96,6 @@ def order_status_change(
 
 def _change(order_id: int, report: StatusReport, client_name: str) -> StatusChanged:
     tracking = report.tracking or {}
-    now = timezone.now()
     with transaction.atomic():
         order = Order.objects.select_for_update().filter(pk=order_id).first()
         if order is None:
@@ -124,25 +121,17 @@ def _change(order_id: int, report: StatusReport, client_name: str) -> StatusChan
             return StatusChanged(order, repeated=True)
         if not status_change_allowed(order.status, report.status):
             raise StatusChangeRefused(order.pk, order.status, report.status)
-        old_status = order.status
-        order.status = report.status
-        order.status_changed_at = report.changed_at or now
         for name, value in tracking.items():
             setattr(order, name, value)
-        order.save(update_fields=["status", "status_changed_at", *tracking])
-        released = 0
-        if report.status == OrderStatus.CANCELLED:
-            # The partner system undoes its own booking; its next push carries the stock back.
-            released = reservations_release(
-                order_id=order.pk, cause="cancelled by the partner system", now=now
-            )
-        record_status_change(
+        # A cancellation: the partner system undoes its own booking; its next push carries the
+        # stock back.
+        released = order_status_move(
             order,
-            old=old_status,
-            new=report.status,
+            report.status,
             by=Actor.PARTNER,
             by_name=client_name,
-            at=order.status_changed_at,
+            at=report.changed_at,
+            also=list(tracking),
             detail=_tracking_text(order),
         )
     return StatusChanged(order, repeated=False, released=released)

@@ -17,12 +17,12 @@ from django.utils import timezone
 
 from catalog.keys import ProductsByKey
 from catalog.models import Product
-from catalog.reservations import reservations_open, reservations_release
+from catalog.reservations import reservations_open
 from core.problems import Problem, Refused
 from core.retry import run_with_retry
 from orders.models import CUSTOMER_FIELDS, Order, OrderItem
 from orders.schemas import ShopOrder, totals_problems
-from orders.services import OrderNotFound, order_items, record_status_change
+from orders.services import OrderNotFound, order_items, order_status_move, record_status_change
 from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, shop_may_cancel
 
 logger = logging.getLogger(__name__)
@@ -250,7 +250,6 @@ def order_cancel_by_shop(*, order_id: int, reason: str | None, by_name: str = ""
 
 
 def _cancel(order_id: int, *, reason: str | None, by_name: str) -> ShopCancelled:
-    now = timezone.now()
     with transaction.atomic():
         order = (
             Order.objects.select_for_update().filter(pk=order_id, source=OrderSource.SHOP).first()
@@ -265,24 +264,16 @@ def _cancel(order_id: int, *, reason: str | None, by_name: str) -> ShopCancelled
             status=order.status,
         ):
             raise ShopOrderCancelRefused(order)
-        old_status = order.status
-        order.status = OrderStatus.CANCELLED
-        order.status_changed_at = now
         order.cancel_reason = reason
         # It leaves the partner feed: the partner system never registered it.
         order.partner_sync_status = None
-        order.save(
-            update_fields=["status", "status_changed_at", "cancel_reason", "partner_sync_status"]
-        )
-        released = reservations_release(order_id=order.pk, cause="cancelled by the shop", now=now)
-        record_status_change(
+        released = order_status_move(
             order,
-            old=old_status,
-            new=OrderStatus.CANCELLED,
+            OrderStatus.CANCELLED,
             by=Actor.SHOP,
             by_name=by_name,
-            at=now,
-            detail=(reason or "")[:255],
+            also=("cancel_reason", "partner_sync_status"),
+            detail=reason or "",
         )
     logger.info(
         "order %s (%s) cancelled by the shop: %d unit(s) released, key=%s",

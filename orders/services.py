@@ -82,24 +82,63 @@ def record_status_change(
     )
 
 
+def order_change(
+    order: Order, field: str, value: str | None, *, by: str, by_name: str, at, detail: str = ""
+) -> None:
+    """Set the locked order's `field` (status or partner_sync_status) to `value`, keeping the
+    change in its history: `by` (an Actor) and `by_name`, at `at`. The caller saves."""
+    record_status_change(
+        order,
+        field=field,
+        old=getattr(order, field),
+        new=value,
+        by=by,
+        by_name=by_name,
+        at=at,
+        detail=detail,
+    )
+    setattr(order, field, value)
+
+
+# Who gives a cancelled order's reservations back, as their cause names it (staff: by name).
+CANCELLED_BY = {Actor.SHOP: "the shop", Actor.PARTNER: "the partner system"}
+
+
+def order_status_move(
+    order: Order,
+    status: str,
+    *,
+    by: str,
+    by_name: str,
+    at=None,
+    also: Sequence[str] = (),
+    detail: str = "",
+) -> int:
+    """Move the locked order to `status` and keep the move in its history: `by` (an Actor)
+    and `by_name`, at `at` (default: now). `also` names the fields the caller set on the order
+    for the same change, saved with it. A cancellation gives the order's open reservations
+    back to sale; returns the units released."""
+    now = timezone.now()
+    order_change(order, "status", status, by=by, by_name=by_name, at=at or now, detail=detail)
+    order.status_changed_at = at or now
+    order.save(update_fields=["status", "status_changed_at", *also])
+    if status != OrderStatus.CANCELLED:
+        return 0
+    cause = f"cancelled by {CANCELLED_BY.get(by, by_name)}"
+    return reservations_release(order_id=order.pk, cause=cause, now=now)
+
+
 def order_status_set_by_staff(*, order: Order, status: str, by: str) -> Order:
     """Staff set what became of the order by hand (admin): stored and kept in its history.
 
     No rule of the transition table binds staff: they correct what went wrong elsewhere. An
     order staff cancel gives its open reservations back to sale, as any cancellation does.
     """
-    now = timezone.now()
     with transaction.atomic():
         locked = Order.objects.select_for_update().get(pk=order.pk)
-        old = locked.status
-        if old == status:
+        if locked.status == status:
             return locked
-        locked.status = status
-        locked.status_changed_at = now
-        locked.save(update_fields=["status", "status_changed_at"])
-        if status == OrderStatus.CANCELLED:
-            reservations_release(order_id=locked.pk, cause=f"cancelled by {by}", now=now)
-        record_status_change(locked, old=old, new=status, by=Actor.STAFF, by_name=by, at=now)
+        order_status_move(locked, status, by=Actor.STAFF, by_name=by)
     order.status, order.status_changed_at = locked.status, locked.status_changed_at
     logger.info("order %s (%s) set to %s by %s", order.pk, order.order_number, status, by)
     return locked
@@ -182,7 +221,15 @@ def order_acknowledge(
             acknowledgement_recorded.send(sender=None, result="conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
         now = timezone.now()
-        order.partner_sync_status = PartnerStatus.ACKNOWLEDGED
+        order_change(
+            order,
+            "partner_sync_status",
+            PartnerStatus.ACKNOWLEDGED,
+            by=Actor.PARTNER,
+            by_name=client_name,
+            at=now,
+            detail=f"partner_reference {partner_reference}",
+        )
         order.partner_reference = partner_reference
         order.acknowledged_at = now
         order.stock_booked_at = stock_booked_at or now
@@ -195,16 +242,6 @@ def order_acknowledge(
             ]
         )
         reservations_book(order_id=order.pk, booked_at=order.stock_booked_at, now=now)
-        record_status_change(
-            order,
-            field="partner_sync_status",
-            old=PartnerStatus.PENDING_PARTNER,
-            new=PartnerStatus.ACKNOWLEDGED,
-            by=Actor.PARTNER,
-            by_name=client_name,
-            at=now,
-            detail=f"partner_reference {partner_reference}"[:255],
-        )
     _log_acknowledgement("acknowledged", order, client_name, note)
     acknowledgement_recorded.send(sender=None, result="acknowledged")
     return Acknowledged(order, repeated=False)
@@ -348,33 +385,25 @@ def _orders_set_partner_status(
             .exclude(source=OrderSource.SHOP, status=OrderStatus.CANCELLED)
             .order_by("pk")
         )
+        cleared = {
+            "partner_reference": None,
+            "acknowledged_at": None,
+            "stock_booked_at": None,
+            "partner_status_changed_by": by,
+            "partner_status_changed_at": now,
+        }
         for order in orders:
-            record_status_change(
+            order_change(
                 order,
-                field="partner_sync_status",
-                old=order.partner_sync_status,
-                new=PartnerStatus.PENDING_PARTNER,
+                "partner_sync_status",
+                PartnerStatus.PENDING_PARTNER,
                 by=Actor.STAFF,
                 by_name=by,
                 at=now,
             )
-            order.partner_sync_status = PartnerStatus.PENDING_PARTNER
-            order.partner_reference = None
-            order.acknowledged_at = None
-            order.stock_booked_at = None
-            order.partner_status_changed_by = by
-            order.partner_status_changed_at = now
-        Order.objects.bulk_update(
-            orders,
-            [
-                "partner_sync_status",
-                "partner_reference",
-                "acknowledged_at",
-                "stock_booked_at",
-                "partner_status_changed_by",
-                "partner_status_changed_at",
-            ],
-        )
+            for name, value in cleared.items():
+                setattr(order, name, value)
+        Order.objects.bulk_update(orders, ["partner_sync_status", *cleared])
         # No figure of the partner system counts them any more.
         reservations_unbook(
             order_ids=[order.pk for order in orders],

@@ -6,14 +6,17 @@ from typing import Any, TypeVar
 
 import pydantic
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from rest_framework import exceptions
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.problems import Problem, problems_from_pydantic
 from partner_api.authentication import ApiKeyAuthentication, HasScope
 from partner_api.error_schemas import ErrorBody, ValidationErrorBody
-from partner_api.exceptions import VALIDATION_RULES, RequestInvalid
+from partner_api.exceptions import VALIDATION_RULES, RequestInvalid, json_invalid
 from partner_api.models import KeyScope
+from partner_api.order_schemas import OrderPath
 from partner_api.parsers import RequestTooLarge
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -79,6 +82,44 @@ def validate(
     return None
 
 
+def answer(data: Any, *, replayed: bool, status: int = 200) -> Response:
+    """The answer with `data`; one that repeats an earlier answer, or a call that changed
+    nothing, says so in `Idempotent-Replayed: true`, so a client can tell it from the first."""
+    response = Response(data, status=status)
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+def request_body(request, problems: list[Problem]) -> Any:
+    """The request's body as parsed; None, and its problem added to `problems`, when it is
+    not JSON."""
+    try:
+        return request.data
+    except exceptions.ParseError as exc:
+        problems.append(json_invalid(exc))
+        return None
+
+
+def order_path_and_body(request, order_id: str, model: type[M], *, optional: bool = False):
+    """The path's order id and the body as a `model`, every problem of both in one answer. An
+    `optional` body may be absent or null: it is then an empty one."""
+    problems: list[Problem] = []
+    path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
+    body = None
+    try:
+        data = request.data
+    except exceptions.ParseError as exc:
+        problems.append(json_invalid(exc))
+    else:
+        if optional and data is None:
+            data = {}
+        body = validate(model, data, loc="body", problems=problems)
+    if problems:
+        raise RequestInvalid(problems)
+    return path, body
+
+
 def query_data(model: type[pydantic.BaseModel], params) -> dict[str, Any]:
     """The query parameters `model` declares, those present."""
     return {name: params.get(name) for name in model.model_fields if name in params}
@@ -102,13 +143,23 @@ RESPONSE_THROTTLED = OpenApiResponse(
         "seconds in the Retry-After header."
     ),
 )
-REPLAYED_HEADER = OpenApiParameter(
-    "Idempotent-Replayed",
-    str,
-    OpenApiParameter.HEADER,
-    response=[200],
-    enum=["true"],
-    description="Present when the response is the stored answer to an earlier identical request.",
+
+
+def replayed_header(description: str) -> OpenApiParameter:
+    """The `Idempotent-Replayed: true` header of a 200 that repeats an earlier answer or
+    changed nothing; `description` says when."""
+    return OpenApiParameter(
+        "Idempotent-Replayed",
+        str,
+        OpenApiParameter.HEADER,
+        response=[200],
+        enum=["true"],
+        description=description,
+    )
+
+
+REPLAYED_HEADER = replayed_header(
+    "Present when the response is the stored answer to an earlier identical request."
 )
 RESPONSE_UNAVAILABLE = OpenApiResponse(ErrorBody, description="Database unavailable; retry later.")
 RESPONSE_SHOP_KEY = OpenApiResponse(

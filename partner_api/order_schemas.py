@@ -22,7 +22,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from core.text import TextFromNumbers, text_field
-from core.times import document_time
+from core.times import document_time_field
 from orders import models as m
 from orders.schemas import OrderCustomerRecord, PartnerReference
 from orders.selectors import PAGE_LIMIT_MAX, CursorInvalid, OrderKey, order_cursor_decode
@@ -201,11 +201,7 @@ class AcknowledgeRequest(TextFromNumbers):
     note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
         default=None, description="Optional note, at most 1000 characters; logged, never stored."
     )
-    stock_booked_at: Annotated[
-        datetime | None,
-        BeforeValidator(lambda value: document_time(value, name="stock_booked_at")),
-        WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
-    ] = Field(
+    stock_booked_at: document_time_field("stock_booked_at") = Field(  # type: ignore[valid-type]
         default=None,
         description=(
             "From when the partner system's stock figures count the order: an ISO 8601 "
@@ -276,11 +272,7 @@ class StatusRequest(TextFromNumbers):
     model_config = ConfigDict(extra="ignore")
 
     status: ReportedStatus = Field(description="The order's new status.")
-    changed_at: Annotated[
-        datetime | None,
-        BeforeValidator(lambda value: document_time(value, name="changed_at")),
-        WithJsonSchema({"type": ["string", "null"], "format": "date-time"}),
-    ] = Field(
+    changed_at: document_time_field("changed_at") = Field(  # type: ignore[valid-type]
         default=None,
         description=(
             "When it happened, an ISO 8601 date-time on the partner system's clock (naive: "

@@ -34,20 +34,22 @@ from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
     PartnerAPIView,
+    answer,
+    order_path_and_body,
     query_data,
     query_parameters,
+    replayed_header,
     validate,
     validation_responses,
 )
 from partner_api.error_schemas import ErrorBody
-from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
+from partner_api.exceptions import Conflict, RequestInvalid
 from partner_api.order_schemas import (
     ORDER_ID_MAX,
     AcknowledgeConflict,
     AcknowledgeRequest,
     Order,
     OrderList,
-    OrderPath,
     OrderPollQuery,
     StatusConflict,
     StatusRequest,
@@ -170,19 +172,6 @@ ORDER_ID_PARAMETER = OpenApiParameter(
 )
 
 
-def _path_and_body(request, order_id: str, model):
-    """The path's order id and the body, every problem of both in one answer."""
-    problems = []
-    path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
-    try:
-        body = validate(model, request.data, loc="body", problems=problems)
-    except exceptions.ParseError as exc:
-        problems.append(json_invalid(exc))
-    if problems:
-        raise RequestInvalid(problems)
-    return path, body
-
-
 class OrderAcknowledgeView(PartnerAPIView):
     """The partner system confirms it registered an order under its document number."""
 
@@ -198,16 +187,9 @@ class OrderAcknowledgeView(PartnerAPIView):
         ),
         parameters=[
             ORDER_ID_PARAMETER,
-            OpenApiParameter(
-                "Idempotent-Replayed",
-                str,
-                OpenApiParameter.HEADER,
-                response=[200],
-                enum=["true"],
-                description=(
-                    "Present when the order was already acknowledged with this "
-                    "partner_reference: the repeat changed nothing."
-                ),
+            replayed_header(
+                "Present when the order was already acknowledged with this "
+                "partner_reference: the repeat changed nothing."
             ),
         ],
         request=AcknowledgeRequest,
@@ -241,7 +223,7 @@ class OrderAcknowledgeView(PartnerAPIView):
         tags=["orders"],
     )
     def post(self, request, order_id: str):
-        path, body = _path_and_body(request, order_id, AcknowledgeRequest)
+        path, body = order_path_and_body(request, order_id, AcknowledgeRequest)
         try:
             acknowledged = order_acknowledge(
                 order_id=path.order_id,
@@ -256,11 +238,10 @@ class OrderAcknowledgeView(PartnerAPIView):
             raise Conflict(str(exc), status=exc.status)
         except OrderAlreadyAcknowledged as exc:
             raise Conflict(str(exc), partner_reference=exc.partner_reference)
-        response = Response(order_for_partner(order_id=acknowledged.order.pk))
-        if acknowledged.repeated:
-            # As for a replayed sync: a client can tell a repeat from the first acknowledgement.
-            response["Idempotent-Replayed"] = "true"
-        return response
+        # As for a replayed sync: a client can tell a repeat from the first acknowledgement.
+        return answer(
+            order_for_partner(order_id=acknowledged.order.pk), replayed=acknowledged.repeated
+        )
 
 
 class OrderStatusView(PartnerAPIView):
@@ -287,14 +268,7 @@ class OrderStatusView(PartnerAPIView):
         ),
         parameters=[
             ORDER_ID_PARAMETER,
-            OpenApiParameter(
-                "Idempotent-Replayed",
-                str,
-                OpenApiParameter.HEADER,
-                response=[200],
-                enum=["true"],
-                description="Present when the order already had this status.",
-            ),
+            replayed_header("Present when the order already had this status."),
         ],
         request=StatusRequest,
         responses={
@@ -335,7 +309,7 @@ class OrderStatusView(PartnerAPIView):
         tags=["orders"],
     )
     def post(self, request, order_id: str):
-        path, body = _path_and_body(request, order_id, StatusRequest)
+        path, body = order_path_and_body(request, order_id, StatusRequest)
         report = StatusReport(
             status=body.status.value,
             changed_at=body.changed_at,
@@ -352,7 +326,4 @@ class OrderStatusView(PartnerAPIView):
             raise Conflict(str(exc), status=exc.status, partner_sync_status=exc.partner_sync_status)
         except StatusChangeRefused as exc:
             raise Conflict(str(exc), status=exc.status)
-        response = Response(order_for_partner(order_id=changed.order.pk))
-        if changed.repeated:
-            response["Idempotent-Replayed"] = "true"
-        return response
+        return answer(order_for_partner(order_id=changed.order.pk), replayed=changed.repeated)

@@ -28,6 +28,7 @@ from partner_api.base import (
     KEY_RESPONSES,
     REPLAYED_HEADER,
     PartnerAPIView,
+    answer,
     validate,
     validation_responses,
 )
@@ -131,10 +132,7 @@ class SyncView(PartnerAPIView):
             )
         )
         note_request(request, request_id=result.request_id)
-        response = Response(sync_body(result))
-        if result.replayed:
-            response["Idempotent-Replayed"] = "true"
-        return response
+        return answer(sync_body(result), replayed=result.replayed)
 
     def call_of(self, request) -> SyncCall:
         """The call as known before its body is read: who, which operation, since when."""

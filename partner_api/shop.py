@@ -3,8 +3,6 @@
 Every one needs a shop key (a partner key gets 403); every validation failure is a 422.
 """
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -31,11 +29,14 @@ from partner_api.base import (
     SHOP_KEY_NEEDED,
     SHOP_KEY_RESPONSES,
     ShopAPIView,
+    answer,
+    order_path_and_body,
+    request_body,
     validate,
     validation_responses,
 )
 from partner_api.error_schemas import ErrorBody
-from partner_api.exceptions import Conflict, RequestInvalid, json_invalid
+from partner_api.exceptions import Conflict, RequestInvalid
 from partner_api.order_schemas import ORDER_ID_MAX, Order, OrderPath
 from partner_api.shop_schemas import (
     CancelConflict,
@@ -54,28 +55,6 @@ ORDER_ID_PARAMETER = OpenApiParameter(
 RESPONSE_ORDER_NOT_FOUND = OpenApiResponse(
     ErrorBody, description="No order with this id was placed by the shop."
 )
-
-
-def _body(request, problems: list) -> Any:
-    try:
-        return request.data
-    except exceptions.ParseError as exc:
-        problems.append(json_invalid(exc))
-        return None
-
-
-def _path_and_optional_body(request, order_id: str, model):
-    """The order id of the path and the body (absent or null: empty), every problem of both
-    in one answer."""
-    problems: list = []
-    path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
-    data = _body(request, problems)
-    body = None
-    if not any(problem.loc[:1] == ("body",) for problem in problems):
-        body = validate(model, {} if data is None else data, loc="body", problems=problems)
-    if problems:
-        raise RequestInvalid(problems)
-    return path, body
 
 
 class StockQueryView(ShopAPIView):
@@ -104,7 +83,7 @@ class StockQueryView(ShopAPIView):
     )
     def post(self, request):
         problems: list = []
-        data = _body(request, problems)
+        data = request_body(request, problems)
         if problems:
             raise RequestInvalid(problems)
         query = validate(StockQuery, data, loc="body")
@@ -171,7 +150,7 @@ class ShopOrderListView(ShopAPIView):
     )
     def post(self, request):
         problems: list = []
-        data = _body(request, problems)
+        data = request_body(request, problems)
         if problems:
             record_order_placement("refused")
             raise RequestInvalid(problems)
@@ -190,11 +169,11 @@ class ShopOrderListView(ShopAPIView):
             record_order_placement("short")
             raise Conflict(str(exc), short=[vars(line) for line in exc.short])
         record_order_placement("replayed" if placed.replayed else "created")
-        if placed.replayed:
-            response = Response(order_record(order_id=placed.order.pk))
-            response["Idempotent-Replayed"] = "true"
-            return response
-        return Response(order_record(order_id=placed.order.pk), status=status.HTTP_201_CREATED)
+        return answer(
+            order_record(order_id=placed.order.pk),
+            replayed=placed.replayed,
+            status=status.HTTP_200_OK if placed.replayed else status.HTTP_201_CREATED,
+        )
 
 
 class ShopOrderView(ShopAPIView):
@@ -258,7 +237,7 @@ class ShopOrderCancelView(ShopAPIView):
         tags=[TAG],
     )
     def post(self, request, order_id: str):
-        path, body = _path_and_optional_body(request, order_id, CancelRequest)
+        path, body = order_path_and_body(request, order_id, CancelRequest, optional=True)
         try:
             cancelled = order_cancel_by_shop(
                 order_id=path.order_id, reason=body.reason, by_name=request.user.name
@@ -267,9 +246,6 @@ class ShopOrderCancelView(ShopAPIView):
             raise exceptions.NotFound(str(exc))
         except ShopOrderCancelRefused as exc:
             raise Conflict(str(exc), partner_reference=exc.partner_reference)
-        response = Response(order_record(order_id=cancelled.order.pk))
-        if cancelled.repeated:
-            response["Idempotent-Replayed"] = "true"
-        else:
+        if not cancelled.repeated:
             record_order_status_change(status=OrderStatus.CANCELLED, by=Actor.SHOP)
-        return response
+        return answer(order_record(order_id=cancelled.order.pk), replayed=cancelled.repeated)

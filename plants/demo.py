@@ -5,30 +5,18 @@ from plants.schemas import PlantRecord
 from plants.services import plants_import
 
 DEMO_PLANTS = [
-    {
-        "name": "Monstera deliciosa",
-        "category": "houseplant",
-        "status": "available",
-        "tags": ["indoor", "large-leaf", "easy-care"],
-    },
-    {
-        "name": "Ficus lyrata",
-        "category": "houseplant",
-        "status": "pending",
-        "tags": ["indoor", "bright-light"],
-    },
-    {
-        "name": "Lavandula angustifolia",
-        "category": "herb",
-        "status": "available",
-        "tags": ["outdoor", "fragrant", "drought-tolerant"],
-    },
-    {
-        "name": "Olea europaea",
-        "category": "tree",
-        "status": "sold",
-        "tags": ["outdoor", "mediterranean"],
-    },
+    {"name": name, "category": category, "status": status, "tags": tags}
+    for name, category, status, tags in [
+        ("Monstera deliciosa", "houseplant", "available", ["indoor", "large-leaf", "easy-care"]),
+        ("Ficus lyrata", "houseplant", "pending", ["indoor", "bright-light"]),
+        (
+            "Lavandula angustifolia",
+            "herb",
+            "available",
+            ["outdoor", "fragrant", "drought-tolerant"],
+        ),
+        ("Olea europaea", "tree", "sold", ["outdoor", "mediterranean"]),
+    ]
 ]
 
 

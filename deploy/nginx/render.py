@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
+
+# deploy/placeholders.py: the scripts run as files (python deploy/.../render.py), not as a package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from placeholders import fill
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -53,12 +58,7 @@ def render(
         # The service's answer may take this long (above gunicorn's worker timeout); then 504.
         "upstream_timeout": upstream_timeout,
     }
-    text = TEMPLATE.read_text()
-    for name, value in values.items():
-        text = text.replace("{{" + name + "}}", value)
-    if "{{" in text:
-        raise ValueError("a placeholder of the template was left unrendered")
-    return text
+    return fill(TEMPLATE, values)
 
 
 def write(prefix: Path, **options) -> Path:

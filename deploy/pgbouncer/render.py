@@ -11,7 +11,12 @@ are expected there too. Standard library only: it runs before the virtualenv exi
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+# deploy/placeholders.py: the scripts run as files (python deploy/.../render.py), not as a package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from placeholders import fill
 
 TEMPLATE = Path(__file__).with_name("pgbouncer.ini.template")
 
@@ -43,12 +48,7 @@ def render(
         "default_pool_size": str(default_pool_size),
         "reserve_pool_size": str(reserve_pool_size),
     }
-    text = TEMPLATE.read_text()
-    for name, value in values.items():
-        text = text.replace("{{" + name + "}}", value)
-    if "{{" in text:
-        raise ValueError("a placeholder of the template was left unrendered")
-    return text
+    return fill(TEMPLATE, values)
 
 
 def write(folder: Path, **options) -> Path:

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from connector import order_status
-from connector.order_status import FileInvalid, parse_status_file, statuses_after
+from connector.order_status import parse_status_file, statuses_after
+from connector.rows import FileInvalid
 from orders import states
 from tests.connector.fakes import FakeService, Terminal, order, run
 

@@ -1,13 +1,12 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
-
-from core.files import FileInvalid, read_valid_records
+from core.files import read_valid_records
+from core.management.imports import FileImportCommand
 from orders.schemas import OrderRecord
 from orders.services import OrdersRefused, orders_import
 
 
-class Command(BaseCommand):
+class Command(FileImportCommand):
     help = (
         "Load orders from a .json file: a list of orders in the API's Order shape, without "
         "order_id (an example: orders/examples/orders.json). Each order needs order_number, "
@@ -19,18 +18,12 @@ class Command(BaseCommand):
         "from 1. An order the partner system has acknowledged keeps its acknowledgement."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument("file", type=Path, help="Path of the .json file.")
+    noun = "order"
+    refused = OrdersRefused
 
-    def handle(self, *args, file: Path, **options):
-        if not file.is_file():
-            raise CommandError(f"{file}: no such file.")
-        try:
-            records = read_valid_records(file, OrderRecord, noun="order", name_field="order_number")
-            orders = orders_import(records=[record for _, record in records])
-        except FileInvalid as exc:
-            raise CommandError(str(exc)) from exc
-        except OrdersRefused as exc:
-            raise CommandError(exc.report("order")) from exc
-        for order in orders:
-            self.stdout.write(f"{order.order_number} {order.pk}")
+    exists = staticmethod(Path.is_file)
+
+    def import_file(self, file: Path) -> list[str]:
+        records = read_valid_records(file, OrderRecord, noun="order", name_field="order_number")
+        orders = orders_import(records=[record for _, record in records])
+        return [f"{order.order_number} {order.pk}" for order in orders]

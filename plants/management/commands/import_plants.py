@@ -1,13 +1,12 @@
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
-
-from core.files import FileInvalid, read_valid_records
+from core.files import read_valid_records
+from core.management.imports import FileImportCommand
 from plants.schemas import PlantRecord
 from plants.services import PlantsRefused, plants_import
 
 
-class Command(BaseCommand):
+class Command(FileImportCommand):
     help = (
         "Create or update plants from a JSON file: a list of objects with the plant operation's "
         "fields (name, category, tags, status) and an optional id. A plant with an id is updated "
@@ -15,16 +14,9 @@ class Command(BaseCommand):
         "per plant."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument("file", type=Path, help="Path of the .json file.")
+    refused = PlantsRefused
 
-    def handle(self, *args, file: Path, **options):
-        try:
-            records = read_valid_records(file, PlantRecord, noun="item")
-            plants = plants_import(records=[record for _, record in records])
-        except FileInvalid as exc:
-            raise CommandError(str(exc)) from exc
-        except PlantsRefused as exc:
-            raise CommandError(exc.report("item")) from exc
-        for plant in plants:
-            self.stdout.write(f"{plant.pk} {plant.name}")
+    def import_file(self, file: Path) -> list[str]:
+        records = read_valid_records(file, PlantRecord, noun="item")
+        plants = plants_import(records=[record for _, record in records])
+        return [f"{plant.pk} {plant.name}" for plant in plants]
