@@ -300,8 +300,9 @@ class IdempotencyRecord(models.Model):
     request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH)
     # The authority: the hash of the body's canonical JSON (the same content, whatever its layout).
     body_hash = models.CharField(max_length=64)
-    # A shortcut: sha256 of the exact bytes of the applied request, so that a retry repeating
-    # them is answered before its body is parsed. Only bytes equal imply the same request_id.
+    # A shortcut: a 128-bit hash of the exact bytes of the applied request
+    # (catalog.sync.idempotency.raw_body_hash), so that a retry repeating them is answered before
+    # its body is parsed. Only bytes equal imply the same request_id.
     raw_body_hash = models.CharField(max_length=64, null=True, blank=True)
     response = models.JSONField(null=True, blank=True)
     # The applied request's sync_context, as its audit row has it, for the replay's audit row.

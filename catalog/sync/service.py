@@ -119,7 +119,7 @@ class _Sync:
     items: Sequence[ProductItem]
     context: SyncContext | None
     body_hash: str | None
-    # sha256 of the request's exact bytes, kept with the stored result (replay_by_raw_body).
+    # The hash of the request's exact bytes, kept with the stored result (replay_by_raw_body).
     raw_body_hash: str | None
     # Answer what the call would do, write nothing but the audit row.
     dry_run: bool

@@ -155,7 +155,7 @@ def instrument(clock: Clock) -> None:
     views.SyncView.replayable_bytes = clock.wrap(
         "raw-body replay: read the body", views.SyncView.replayable_bytes
     )
-    idempotency.raw_body_hash = clock.wrap("raw-body replay: sha256", idempotency.raw_body_hash)
+    idempotency.raw_body_hash = clock.wrap("raw-body replay: hash", idempotency.raw_body_hash)
     idempotency.replay_by_raw_body = clock.wrap(
         "raw-body replay: lookup, audit row (Python)", idempotency.replay_by_raw_body
     )

@@ -5,6 +5,7 @@ import json
 from datetime import timedelta
 
 import pytest
+import xxhash
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
@@ -65,7 +66,7 @@ def test_same_bytes_replay_the_stored_answer_before_parsing(api_client):
     assert first.status_code == 200
     assert "Idempotent-Replayed" not in first
     record = IdempotencyRecord.objects.get()
-    assert record.raw_body_hash == hashlib.sha256(raw).hexdigest()
+    assert record.raw_body_hash == xxhash.xxh3_128_hexdigest(raw)
     assert record.context == {**CONTEXT, "posted_at": None}
 
     Product.objects.filter(stock_code="A").update(shop_quantity=42)
@@ -127,7 +128,7 @@ def test_reserialised_retry_still_replays_through_the_canonical_hash(api_client)
     assert "catalog_synccontrol" in _tables_read(queries)
     assert _outcomes() == [("applied", 200), ("replayed", 200)]
     # The record keeps the applied request's bytes.
-    assert IdempotencyRecord.objects.get().raw_body_hash == hashlib.sha256(raw).hexdigest()
+    assert IdempotencyRecord.objects.get().raw_body_hash == xxhash.xxh3_128_hexdigest(raw)
 
 
 def test_same_request_id_with_another_body_is_processed(api_client):
@@ -189,7 +190,7 @@ def test_expired_record_is_not_replayed(api_client):
     assert "Idempotent-Replayed" not in response
     assert _quantity() == 5
     # The fresh application took the record over: it is what a retry now replays.
-    assert IdempotencyRecord.objects.get().raw_body_hash == hashlib.sha256(raw).hexdigest()
+    assert IdempotencyRecord.objects.get().raw_body_hash == xxhash.xxh3_128_hexdigest(raw)
     Product.objects.filter(stock_code="A").update(shop_quantity=60)
     assert _post(api_client, raw)["Idempotent-Replayed"] == "true"
     assert _quantity() == 60
@@ -278,6 +279,21 @@ def test_a_null_request_id_inside_an_item_does_not_hide_the_document_s_own(api_c
         {"products": [{**item("A", shop_quantity=5), "request_id": None}], "request_id": "DOC-9"}
     ).encode()
     assert _post(api_client, raw).status_code == 200
-    assert IdempotencyRecord.objects.get().raw_body_hash == hashlib.sha256(raw).hexdigest()
+    assert IdempotencyRecord.objects.get().raw_body_hash == xxhash.xxh3_128_hexdigest(raw)
     retry = _post(api_client, raw)
     assert retry["Idempotent-Replayed"] == "true"
+
+
+def test_a_record_kept_with_an_earlier_hash_of_its_bytes_is_still_replayed(api_client):
+    # Records made before the raw hash was XXH3 hold sha256: their retry misses the shortcut
+    # and is replayed by the canonical hash, not applied again.
+    ProductFactory(stock_code="A", ean="", shop_quantity=10)
+    raw = _batch()
+    assert _post(api_client, raw).status_code == 200
+    IdempotencyRecord.objects.update(raw_body_hash=hashlib.sha256(raw).hexdigest())
+    Product.objects.filter(stock_code="A").update(shop_quantity=42)
+    retry = _post(api_client, raw)
+    assert retry.status_code == 200
+    assert retry["Idempotent-Replayed"] == "true"
+    assert _quantity() == 42
+    assert _outcomes() == [("applied", 200), ("replayed", 200)]
