@@ -45,6 +45,7 @@ import gc
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -221,7 +222,7 @@ def products(conn, shape: Shape, size: int) -> None:
     width = len(str(variants))
     names = columns(conn, "catalog_product")
     k = "substr(b.stock_code, 7)::int"
-    new_id = f"{k} * {per} + 1 + m"
+    new_id = f"({k} * {per} + 1 + m)::bigint"
     other = {
         "id": new_id,
         "stock_code": f"b.stock_code || '/' || lpad(m::text, {width}, '0')",
@@ -697,7 +698,6 @@ def main() -> None:
     posted = latest_posted_at(list(urls.values())).isoformat()
     profiles = {}
     for name in shapes:
-        extra = ["--explain"] if name == "large" else []
         out = in_subprocess(
             urls[name],
             "--profile-here",
@@ -707,7 +707,7 @@ def main() -> None:
             str(size),
             "--profile-runs",
             str(profile_runs),
-            *extra,
+            "--explain",
         )
         profiles[name] = json.loads(out.strip().splitlines()[-1])
     titles = {"receipt": f"the {size}-item receipt", "single": "the single-item sync"}
@@ -717,12 +717,42 @@ def main() -> None:
         )
     plans = sorted(profiles["large"]["plans"], key=lambda plan: -plan[0])
     if plans:
-        print("\n# the large catalogue's heaviest statements (auto_explain: ANALYZE, BUFFERS)")
-        for _, text in plans[: 4 if quick else 8]:
-            # The statements' long literals (every stock code of the batch) cut short.
-            for line in text.splitlines():
-                print(line if len(line) <= 240 else line[:240] + " ...")
-            print()
+        plan_report(profiles["small"]["plans"], plans[: 4 if quick else 6])
+
+
+def plan_label(text: str) -> str:
+    """The statement a plan is of, its temporary table's number left out."""
+    lines = text.splitlines()
+    query = next((line for line in lines if line.startswith("Query Text: ")), "")
+    prefix = "single: " if text.startswith("single: ") else ""
+    return prefix + re.sub(r"bulk_rows_\d+", "bulk_rows", query[12:])[:90]
+
+
+def top_buffers(text: str) -> str:
+    """The first (the whole statement's) Buffers line of a plan."""
+    return next(
+        (line.strip()[9:] for line in text.splitlines() if line.strip().startswith("Buffers:")),
+        "",
+    )
+
+
+def plan_report(small_plans: list, large_plans: list) -> None:
+    """The large catalogue's heaviest statements against the same ones on the small catalogue,
+    then their plans."""
+    small = {plan_label(text): (ms, text) for ms, text in small_plans}
+    print("\n# the heaviest statements of one receipt (auto_explain: ANALYZE, BUFFERS)")
+    for ms, text in large_plans:
+        label = plan_label(text)
+        small_ms, small_text = small.get(label, (float("nan"), ""))
+        print(f"{label[:90]}")
+        print(f"    small {small_ms:8.1f} ms  buffers: {top_buffers(small_text)}")
+        print(f"    large {ms:8.1f} ms  buffers: {top_buffers(text)}")
+    print("\n# their plans on the large catalogue")
+    for _, text in large_plans:
+        # The statements' long literals (every stock code of the batch) cut short.
+        for line in text.splitlines():
+            print(line if len(line) <= 240 else line[:240] + " ...")
+        print()
 
 
 if __name__ == "__main__":
