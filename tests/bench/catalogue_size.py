@@ -19,8 +19,9 @@ Both get Django's migrations and the products through the service's import (a su
 database, since the settings read DATABASE_URL once); the bulk of the large one is written by
 PostgreSQL itself (INSERT ... SELECT from generate_series), with the history table's indexes
 dropped while it loads and created again as the migrations define them, then VACUUM ANALYZE.
-`--reuse` keeps a database whose build finished with the same numbers (the row counts are
-checked); without it both are dropped and built again.
+`--reuse` keeps a large database whose build finished with the same numbers (the row counts
+are checked); without it both are dropped and built again (the small one always is: seconds).
+The tables the requests write are vacuumed on both before the rounds.
 
 Two gunicorn servers (`gunicorn.conf.py`, the same number of workers) serve the two databases
 at the same time; every round sends the same body to both, in an order that swaps each round,
@@ -67,6 +68,14 @@ MANIFEST = "bench_catalogue_size"
 HISTORY = "catalog_producthistory"
 # One audit row for this many history rows (a receipt of ~700 products changes ~1000 fields).
 HISTORY_PER_AUDIT = 1000
+# The tables the benchmark's requests write.
+WRITTEN = (
+    "catalog_product",
+    HISTORY,
+    "catalog_syncaudit",
+    "catalog_idempotencyrecord",
+    "catalog_pendingproduct",
+)
 
 
 @dataclass(frozen=True)
@@ -506,7 +515,7 @@ def profile_here(size: int, runs: int, posted_base: str, stamp: str, explain: bo
 
     clock = Clock()
     instrument(clock)
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, list[dict[str, float]]] = {}
     for name, body_of, send, rounds in [
         ("receipt", receipt, post, runs),
         ("single", single, put, runs * 5),
@@ -523,8 +532,7 @@ def profile_here(size: int, runs: int, posted_base: str, stamp: str, explain: bo
                 row["(total)"] = sum(clock.totals.values())
                 row["(of which garbage collection)"] = clock.gc_time
                 rows.append(row)
-        sections = {s for row in rows for s in row}
-        results[name] = {s: statistics.median(row.get(s, 0.0) for row in rows) for s in sections}
+        results[name] = rows
 
     plans: list[tuple[float, str]] = []
     if explain:
@@ -575,8 +583,8 @@ def explained(connection, send, label: str = "") -> list[tuple[float, str]]:
     return plans
 
 
-def phase_report(small: dict[str, float], large: dict[str, float], title: str) -> None:
-    print(f"\n# phases of {title} (median ms over runs, in process)")
+def phase_report(small: dict[str, float], large: dict[str, float], title: str, runs: int) -> None:
+    print(f"\n# phases of {title} (median ms over {runs} runs on each, in process)")
     print(f"{'phase':56} {'small':>9} {'large':>9} {'ratio':>7}")
     names = sorted(
         set(small) | set(large),
@@ -623,7 +631,7 @@ def main() -> None:
 
     quick = args.quick
     size = args.size or (200 if quick else 5000)
-    profile_runs = args.profile_runs or (2 if quick else 7)
+    profile_runs = args.profile_runs or (2 if quick else 5)
     if args.prepare:
         prepare_here(size)
         return
@@ -653,7 +661,9 @@ def main() -> None:
             f"{shape.audits:,} audit rows",
             flush=True,
         )
-        if args.reuse and built_as(urls[name], shape):
+        # Only the large database is kept: the small one builds in seconds, and one kept would
+        # carry the dead rows of every earlier run's rewrites of all its products.
+        if args.reuse and shape.history and built_as(urls[name], shape):
             with connect(urls[name]) as conn:
                 seconds = conn.execute(
                     f"SELECT build_seconds FROM {MANIFEST} ORDER BY built_at DESC LIMIT 1"
@@ -661,13 +671,17 @@ def main() -> None:
             print(f"#   reused: its build finished and its rows match (built in {seconds:.0f} s)")
             keys[name] = in_subprocess(urls[name], "--prepare", "--size", str(size)).split()[-1]
             continue
-        if args.reuse:
+        if args.reuse and shape.history:
             print("#   not reusable (absent, unfinished or other numbers): building it")
         seconds = build(urls[name], shape, size)
         print(f"#   built in {seconds:.1f} s ({seconds / 60:.1f} min)", flush=True)
         # The build's own key was printed by its --prepare step: make one for this run.
         keys[name] = in_subprocess(urls[name], "--prepare", "--size", str(size)).split()[-1]
 
+    # The dead rows an earlier run left (a kept database) cleared, on both alike.
+    for name in shapes:
+        with connect(urls[name]) as conn:
+            conn.execute(f"VACUUM (ANALYZE) {', '.join(WRITTEN)}")
     # The bodies are built with the test suite's factories (Django's models, no database).
     django_setup()
     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
@@ -695,29 +709,51 @@ def main() -> None:
 
     if args.no_profile:
         return
-    posted = latest_posted_at(list(urls.values())).isoformat()
-    profiles = {}
-    for name in shapes:
-        out = in_subprocess(
-            urls[name],
-            "--profile-here",
-            posted,
-            stamp,
-            "--size",
-            str(size),
-            "--profile-runs",
-            str(profile_runs),
-            "--explain",
-        )
-        profiles[name] = json.loads(out.strip().splitlines()[-1])
+    # Passes that alternate the databases (the order swaps each pass), as the rounds over HTTP
+    # do; the plans are taken in the last pass.
+    passes = 1 if quick else 3
+    rows: dict[str, dict[str, list]] = {name: {} for name in shapes}
+    plans: dict[str, list] = {}
+    for number in range(passes):
+        for name in list(shapes)[:: 1 if number % 2 == 0 else -1]:
+            last = number == passes - 1
+            out = in_subprocess(
+                urls[name],
+                "--profile-here",
+                latest_posted_at(list(urls.values())).isoformat(),
+                f"{stamp}-{number}",
+                "--size",
+                str(size),
+                "--profile-runs",
+                str(profile_runs),
+                *(["--explain"] if last else []),
+            )
+            found = json.loads(out.strip().splitlines()[-1])
+            for scenario, measured in found["phases"].items():
+                rows[name].setdefault(scenario, []).extend(measured)
+            if last:
+                plans[name] = found["plans"]
+    profiles = {
+        name: {
+            scenario: {
+                section: statistics.median(row.get(section, 0.0) for row in measured)
+                for section in {section for row in measured for section in row}
+            }
+            for scenario, measured in scenarios.items()
+        }
+        for name, scenarios in rows.items()
+    }
     titles = {"receipt": f"the {size}-item receipt", "single": "the single-item sync"}
     for scenario, title in titles.items():
         phase_report(
-            profiles["small"]["phases"][scenario], profiles["large"]["phases"][scenario], title
+            profiles["small"][scenario],
+            profiles["large"][scenario],
+            title,
+            len(rows["small"][scenario]),
         )
-    plans = sorted(profiles["large"]["plans"], key=lambda plan: -plan[0])
-    if plans:
-        plan_report(profiles["small"]["plans"], plans[: 4 if quick else 6])
+    heaviest = sorted(plans["large"], key=lambda plan: -plan[0])
+    if heaviest:
+        plan_report(plans["small"], heaviest[: 4 if quick else 6])
 
 
 def plan_label(text: str) -> str:
