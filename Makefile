@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install run test lint format bench bench-quick bench-http bench-shop profile-sync throughput
+.PHONY: install run test lint format bench bench-quick bench-http bench-shop bench-size profile-sync throughput
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,7 @@ bench-quick: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py --seconds 5 --clients 2 --workers 2
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py --quick
 
 ## Over HTTP only (gunicorn, production configuration), and the phase-by-phase profile.
 bench-http: install
@@ -51,6 +52,12 @@ bench-http: install
 
 profile-sync: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/profile_sync.py
+
+## Cost against catalogue size: databases named after BENCH_DATABASE_URL's with _small and
+## _large (1,000,000 products, a year of history; minutes to build). BENCH_SIZE_ARGS=--reuse
+## keeps a large database already built.
+bench-size: install
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py $(BENCH_SIZE_ARGS)
 
 bench-shop: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py
