@@ -58,7 +58,7 @@ def raw_body_hash(raw: bytes) -> str | None:
 
 
 def _names_a_request_id(raw: bytes) -> bool:
-    # The name is looked for with bytes.find (a batch names it after 3 MB of products), the
+    # The name is looked for with bytes.rfind (a batch names it after 3 MB of products), the
     # pattern tried only where it stands.
     position = raw.rfind(_REQUEST_ID_NAME)
     while position != -1:
