@@ -29,9 +29,10 @@ so the noise of a shared machine hits both alike. Scenarios (2 warm-up rounds, t
 a 5000-item stock receipt (a new request_id, a sync_context with a posted_at a second later
 every round) in which every quantity changes; the same with both prices moving too; and a
 single-item sync of one of the benchmark's products, a new quantity each time. Then the phase
-profile of `tests/bench/profile_sync.py` (its timing wrappers, in a process per database) for
-the receipt and the single item, side by side, and, on the large database, the plans of the
-receipt's heaviest statements (auto_explain, when the server has it).
+profile of `tests/bench/profile_sync.py` (its timing wrappers, in a process per database, in
+passes that alternate the databases) for the receipt and the single item, side by side, and
+the plans of the large database's heaviest statements beside the same statements' buffers on
+the small one (auto_explain in the profiling session, when the server has it).
 
 `--quick` builds 20,000 products and 5,000 history rows, sends 200-item batches a few times,
 without targets, so that CI keeps the benchmark working. No timing is asserted: the numbers are
