@@ -487,7 +487,7 @@ def profile_here(size: int, runs: int, posted_base: str, stamp: str, explain: bo
     from django.test import Client
 
     from partner_api.keys import api_key_create
-    from tests.bench.profile_sync import Clock, instrument
+    from tests.bench.profile_sync import Clock, instrument, timed_request
 
     _, key = api_key_create(name="bench-size-profile")
     client = Client(HTTP_X_API_KEY=key)
@@ -523,15 +523,8 @@ def profile_here(size: int, runs: int, posted_base: str, stamp: str, explain: bo
     ]:
         rows = []
         for i in range(-2, rounds):
-            body = body_of(i)
-            gc.collect()
-            clock.reset()
-            with clock.section("Django: test client, handler, middleware, URL"):
-                send(body)
+            row = timed_request(clock, send, body_of(i))
             if i >= 0:
-                row = dict(clock.totals)
-                row["(total)"] = sum(clock.totals.values())
-                row["(of which garbage collection)"] = clock.gc_time
                 rows.append(row)
         results[name] = rows
 

@@ -242,6 +242,18 @@ def scenarios(size: int, client):
     }
 
 
+def timed_request(clock: Clock, send, body: bytes) -> dict[str, float]:
+    """Send one request and return its phases' times (and the total, and the collector's)."""
+    gc.collect()
+    clock.reset()
+    with clock.section("Django: test client, handler, middleware, URL"):
+        send(body)
+    row = dict(clock.totals)
+    row["(total)"] = sum(clock.totals.values())
+    row["(of which garbage collection)"] = clock.gc_time
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -275,15 +287,8 @@ def main() -> None:
         if prepare is not None:
             prepare()
         for i in range(-2, args.runs):
-            body = body_of(i)
-            gc.collect()
-            clock.reset()
-            with clock.section("Django: test client, handler, middleware, URL"):
-                send(body)
+            row = timed_request(clock, send, body_of(i))
             if i >= 0:
-                row = dict(clock.totals)
-                row["(total)"] = sum(clock.totals.values())
-                row["(of which garbage collection)"] = clock.gc_time
                 results.setdefault(name, []).append(row)
         if args.cprofile == name:
             body = body_of(args.runs + 1)
