@@ -10,7 +10,7 @@ has that stock_code.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -279,36 +279,42 @@ OPEN_SCAN_LIMIT = 2000
 FEW_CODES = 100
 
 
-def pending_close_for_synced(*, matched: Sequence[tuple[str, str, int]], now: datetime) -> int:
+def pending_close_for_synced(
+    *, applied: int, matched: Callable[[], Sequence[tuple[str, str, int]]], now: datetime
+) -> int:
     """Close open pending keys that a sync just answered by EAN; returns how many.
 
-    `matched` holds (ean, stock_code, product pk) of the items the sync applied with an EAN. The
-    sync's own values are newer than anything pending, so no payload is applied: the entry with
-    that exact key, or the one with that stock_code and no EAN (unknown or ambiguous before), is
-    simply closed, in a few statements whatever the batch size.
+    `applied` is how many items the sync applied; `matched()` gives (ean, stock_code, product
+    pk) of those applied with an EAN, and is asked only when an open key may be answered (a
+    batch with no open key to close never builds its 5000 entries). The sync's own values are
+    newer than anything pending, so no payload is applied: the entry with that exact key, or the
+    one with that stock_code and no EAN (unknown or ambiguous before), is simply closed, in a
+    few statements whatever the batch size.
     """
-    if not matched:
+    if not applied:
         return 0
     open_keys = PendingProduct.objects.filter(state=PendingProduct.State.OPEN)
 
-    def by_code() -> list[tuple[int, str, str]]:
+    def by_code(rows: Sequence[tuple[str, str, int]]) -> list[tuple[int, str, str]]:
         # Built only when asked: Django prepares each of thousands of codes as it filters.
-        codes = {code for _, code, _ in matched}
+        codes = {code for _, code, _ in rows}
         return list(open_keys.filter(stock_code__in=codes).values_list("pk", "ean", "stock_code"))
 
-    if len(matched) <= FEW_CODES:
+    if applied <= FEW_CODES:
         # A single item or a small batch: the stock_code index answers at once, however many
         # keys are open.
-        candidates = by_code()
+        matched_rows = matched()
+        candidates = by_code(matched_rows) if matched_rows else []
     else:
         # Open keys are few where staff resolve them: reading them all is cheaper than sending
         # every stock code of a 5000-item batch as a query parameter. Many: ask by stock code.
         candidates = list(open_keys.values_list("pk", "ean", "stock_code")[: OPEN_SCAN_LIMIT + 1])
-        if len(candidates) > OPEN_SCAN_LIMIT:
-            candidates = by_code()
-    if not candidates:
+        matched_rows = matched() if candidates else []
+        if len(candidates) > OPEN_SCAN_LIMIT and matched_rows:
+            candidates = by_code(matched_rows)
+    if not candidates or not matched_rows:
         return 0
-    synced = ProductsByKey(matched, key=lambda row: (row[0], row[1]))
+    synced = ProductsByKey(matched_rows, key=lambda row: (row[0], row[1]))
     closing = []
     for pending_pk, ean, stock_code in candidates:
         # Without an EAN the key was unknown or ambiguous; a product synced by EAN answers it.

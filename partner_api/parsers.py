@@ -106,13 +106,21 @@ def _value_count_and_commas(raw: bytes) -> tuple[int, int]:
 
 def parse_json(raw: bytes) -> object:
     """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting and size."""
+    return parse_json_document(raw)[0]
+
+
+def parse_json_document(raw: bytes) -> tuple[object, bytes | None]:
+    """`parse_json(raw)`, and the value written again by orjson with sorted keys when the
+    parse wrote it (to prove no member was lost): the canonical hash starts from those bytes
+    (`core.canonical.canonical_json`'s `written`) instead of writing 3 MB once more. None when
+    the exact parser decided."""
     count, commas = _value_count_and_commas(raw)
     if count > MAX_JSON_VALUES:
         raise exceptions.ParseError(
             f"JSON parse error - the body holds more than {MAX_JSON_VALUES} values"
         )
-    data = _parse_proven(raw, commas)
-    return _parse_exact(raw) if data is _UNDECIDED else data
+    parsed = _parse_proven(raw, commas)
+    return (_parse_exact(raw), None) if parsed is _UNDECIDED else parsed
 
 
 _UNDECIDED = object()
@@ -123,10 +131,11 @@ _DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
 _LARGE_FLOAT = re.compile(rb"e\+")
 
 
-def _parse_proven(raw: bytes, commas: int) -> object:
+def _parse_proven(raw: bytes, commas: int) -> tuple[object, bytes] | object:
     """The value of a JSON text as orjson parses it (in about half the time of the exact
-    parser), or _UNDECIDED when that is not proven to be what the exact parser returns; then,
-    and on every error, the exact parser decides, with its own messages.
+    parser) and that value written again with sorted keys, or _UNDECIDED when the value is not
+    proven to be what the exact parser returns; then, and on every error, the exact parser
+    decides, with its own messages.
 
     orjson refuses all the exact parser refuses (NaN, Infinity, lone surrogates, invalid
     UTF-8), and more (an infinite number, nesting deeper than 1024), but keeps the last of
@@ -143,7 +152,8 @@ def _parse_proven(raw: bytes, commas: int) -> object:
     """
     try:
         data = orjson.loads(raw)
-        dumped = orjson.dumps(data)
+        # Sorted: the same commas, and the canonical hash's starting point.
+        dumped = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
     except (ValueError, TypeError):  # orjson's JSONDecodeError and JSONEncodeError
         return _UNDECIDED
     if dumped.count(b",") != commas:  # a member lost to a duplicate name, or an escaped comma
@@ -153,7 +163,7 @@ def _parse_proven(raw: bytes, commas: int) -> object:
     # A "+" first: one byte, found at once; the pattern only where there is one.
     if b"+" in dumped and _LARGE_FLOAT.search(dumped) and b"0" * 19 in raw.translate(_DIGITS):
         return _UNDECIDED
-    return data
+    return data, dumped
 
 
 def _parse_exact(raw: bytes) -> object:

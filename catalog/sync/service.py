@@ -49,6 +49,9 @@ class SyncBody:
     request_id: str | None = None
     context: SyncContext | None = None
     received: int = 0
+    # `data` as the parser wrote it again with sorted keys, when it did (the body hash's
+    # starting point: `core.canonical.canonical_json`).
+    written: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ def sync_call(request: SyncInput) -> SyncResult:
             and all(p.loc[:1] == ("body",) for p in body.problems)
         ):
             replayed = idempotency.replay_of_applied(
-                call, body_hash=idempotency.body_hash(body.data, raw=request.raw)
+                call,
+                body_hash=idempotency.body_hash(body.data, raw=request.raw, written=body.written),
             )
             if replayed is not None:
                 return replayed
@@ -102,7 +106,7 @@ def sync_call(request: SyncInput) -> SyncResult:
         client=call.client,
         single=call.single,
         # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
-        body_hash=idempotency.body_hash(body.data, raw=request.raw)
+        body_hash=idempotency.body_hash(body.data, raw=request.raw, written=body.written)
         if payload.request_id is not None
         else None,
         started=call.started,
@@ -314,7 +318,10 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     )
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
-        matched=[(item.ean, item.stock_code, row[0]) for item, row in found.applied if item.ean],
+        applied=len(found.applied),
+        matched=lambda: [
+            (item.ean, item.stock_code, row[0]) for item, row in found.applied if item.ean
+        ],
         now=now,
     )
     pending_record(

@@ -4,25 +4,66 @@ import gc
 import json
 
 import pytest
+from django.http import HttpResponse
 from django.test import RequestFactory
 
-from config.middleware import GC_PAUSE_BODY_BYTES, LargeBodyGcPauseMiddleware
+from config.middleware import GC_PAUSE_BODY_BYTES, LargeBodyGcPauseMiddleware, after_response_sent
 from tests.partner_api.sync_helpers import post_sync
 
+# Closing a response sends Django's request_finished, which looks at the database connections.
+pytestmark = pytest.mark.django_db
 
-def run(body: bytes, view) -> object:
+
+def run(body: bytes, view, *, close: bool = True) -> HttpResponse:
     request = RequestFactory().post("/x", data=body, content_type="application/json")
-    return LargeBodyGcPauseMiddleware(view)(request)
+    response = LargeBodyGcPauseMiddleware(view)(request)
+    if close:
+        # As the WSGI server does once the response is sent.
+        response.close()
+    return response
+
+
+def answered(seen: list):
+    def view(request):
+        seen.append(gc.isenabled())
+        return HttpResponse("ok")
+
+    return view
 
 
 def collecting_during(body: bytes) -> bool:
     seen = []
-    run(body, lambda request: seen.append(gc.isenabled()))
+    run(body, answered(seen))
     return seen[0]
 
 
 def test_a_large_body_is_handled_without_collection_and_collection_resumes():
     assert collecting_during(b" " * GC_PAUSE_BODY_BYTES) is False
+    assert gc.isenabled()
+
+
+def test_collection_resumes_once_the_response_is_sent_and_its_objects_released():
+    released = []
+
+    def view(request):
+        response = HttpResponse("ok")
+        after_response_sent(response, lambda: released.append(gc.isenabled()))
+        return response
+
+    response = run(b" " * GC_PAUSE_BODY_BYTES, view, close=False)
+    assert not gc.isenabled()
+    response.close()
+    # The view's objects went first, collection resumed after them.
+    assert released == [False]
+    assert gc.isenabled()
+
+
+def test_a_response_never_closed_does_not_keep_collection_off():
+    middleware = LargeBodyGcPauseMiddleware(answered([]))
+    factory = RequestFactory()
+    middleware(factory.post("/x", data=b" " * GC_PAUSE_BODY_BYTES, content_type="text/plain"))
+    assert not gc.isenabled()
+    middleware(factory.get("/y"))
     assert gc.isenabled()
 
 
@@ -42,13 +83,12 @@ def test_collection_resumes_when_the_view_raises():
 def test_collection_switched_off_by_someone_else_stays_off():
     gc.disable()
     try:
-        run(b" " * GC_PAUSE_BODY_BYTES, lambda request: None)
+        run(b" " * GC_PAUSE_BODY_BYTES, answered([]))
         assert not gc.isenabled()
     finally:
         gc.enable()
 
 
-@pytest.mark.django_db
 def test_a_large_batch_is_answered_and_leaves_collection_on(api_client):
     items = [
         {
