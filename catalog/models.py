@@ -138,10 +138,17 @@ class PendingProduct(models.Model):
     """A key the partner system sent that matches no product (or more than one)."""
 
     class Reason(models.TextChoices):
+        """Why the key matched no product to update: no product has it (`unknown`), or it has
+        no EAN and several products carry its stock_code (`ambiguous`)."""
+
         UNKNOWN = "unknown", "Unknown key"
         AMBIGUOUS = "ambiguous", "Ambiguous key"
 
     class State(models.TextChoices):
+        """Staff's work on the key: still to do (`open`), answered by a product that a sync,
+        a rematch or staff found or created (`resolved`), or closed by staff without a
+        product (`dismissed`)."""
+
         OPEN = "open", "Open"
         RESOLVED = "resolved", "Resolved"
         DISMISSED = "dismissed", "Dismissed"
@@ -181,10 +188,16 @@ class SyncAudit(models.Model):
     """One call of a synchronization operation, whatever its outcome."""
 
     class Endpoint(models.TextChoices):
+        """The operation called: the batch (POST products/sync) or one item (PUT products/item)."""
+
         BATCH = "products_sync", "Batch sync"
         ITEM = "products_item", "Single item sync"
 
     class Outcome(models.TextChoices):
+        """What the call did: `applied` its items, `replayed` a retry's stored answer, answered
+        `paused` while staff paused synchronization, `refused` it (a 4xx, nothing applied) or
+        ran as a `dry_run` that wrote nothing but this row."""
+
         APPLIED = "applied", "Applied"
         REPLAYED = "replayed", "Replayed"
         PAUSED = "paused", "Paused"
