@@ -134,14 +134,26 @@ def salable(shop_quantity: int, reserved: int, safety_buffer: int | None) -> int
     return max(0, shop_quantity - reserved - effective_safety_buffer(safety_buffer))
 
 
+def _request_id(**options: Any) -> models.CharField:
+    """A sync's request_id as the client sent it; null for a call without one."""
+    return models.CharField(max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True, **options)
+
+
 class PendingProduct(models.Model):
     """A key the partner system sent that matches no product (or more than one)."""
 
     class Reason(models.TextChoices):
+        """Why the key matched no product to update: no product has it (`unknown`), or it has
+        no EAN and several products carry its stock_code (`ambiguous`)."""
+
         UNKNOWN = "unknown", "Unknown key"
         AMBIGUOUS = "ambiguous", "Ambiguous key"
 
     class State(models.TextChoices):
+        """Staff's work on the key: still to do (`open`), answered by a product that a sync,
+        a rematch or staff found or created (`resolved`), or closed by staff without a
+        product (`dismissed`)."""
+
         OPEN = "open", "Open"
         RESOLVED = "resolved", "Resolved"
         DISMISSED = "dismissed", "Dismissed"
@@ -156,9 +168,7 @@ class PendingProduct(models.Model):
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now, db_index=True)
     times_seen = models.PositiveIntegerField(default=1)
-    last_request_id = models.CharField(
-        max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True, verbose_name="last request ID"
-    )
+    last_request_id = _request_id(verbose_name="last request ID")
     resolved_product = models.ForeignKey(
         Product, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -181,10 +191,16 @@ class SyncAudit(models.Model):
     """One call of a synchronization operation, whatever its outcome."""
 
     class Endpoint(models.TextChoices):
+        """The operation called: the batch (POST products/sync) or one item (PUT products/item)."""
+
         BATCH = "products_sync", "Batch sync"
         ITEM = "products_item", "Single item sync"
 
     class Outcome(models.TextChoices):
+        """What the call did: `applied` its items, `replayed` a retry's stored answer, answered
+        `paused` while staff paused synchronization, `refused` it (a 4xx, nothing applied) or
+        ran as a `dry_run` that wrote nothing but this row."""
+
         APPLIED = "applied", "Applied"
         REPLAYED = "replayed", "Replayed"
         PAUSED = "paused", "Paused"
@@ -196,13 +212,7 @@ class SyncAudit(models.Model):
         max_length=50, blank=True, default="", verbose_name="API key name"
     )
     endpoint = models.CharField(max_length=32, choices=Endpoint.choices)
-    request_id = models.CharField(
-        max_length=REQUEST_ID_MAX_LENGTH,
-        null=True,
-        blank=True,
-        db_index=True,
-        verbose_name="request ID",
-    )
+    request_id = _request_id(db_index=True, verbose_name="request ID")
     source_type = models.CharField(max_length=32, null=True, blank=True)
     source_ref = models.CharField(
         max_length=TEXT_MAX_LENGTH, null=True, blank=True, verbose_name="source reference"

@@ -23,6 +23,10 @@ from django.db import models
 
 
 class OrderStatus(models.TextChoices):
+    """What became of the order: `new` (placed or imported, not shipped yet), `shipped` (handed to
+    a carrier), `delivered` (the customer has it) or `cancelled` (its open reservations go back
+    on sale)."""
+
     NEW = "new", "New"
     SHIPPED = "shipped", "Shipped"
     DELIVERED = "delivered", "Delivered"
@@ -30,17 +34,24 @@ class OrderStatus(models.TextChoices):
 
 
 class PartnerStatus(models.TextChoices):
+    """Whether the partner system still has to fetch the order (`pending_partner`) or has
+    registered it under its document number (`acknowledged`)."""
+
     PENDING_PARTNER = "pending_partner", "Pending partner"
     ACKNOWLEDGED = "acknowledged", "Acknowledged"
 
 
 class Actor(models.TextChoices):
+    """Who moved an order, as its history shows it: the shop, the partner system or staff."""
+
     SHOP = "shop", "Shop"
     PARTNER = "partner", "Partner system"
     STAFF = "staff", "Staff"
 
 
 class OrderSource(models.TextChoices):
+    """How the order came to the service: loaded by `import_orders` or placed by the shop."""
+
     IMPORT = "import", "Imported"
     SHOP = "shop", "Placed by the shop"
 

@@ -190,6 +190,13 @@ class OrderPath(BaseModel):
     order_id: Annotated[int, BeforeValidator(_positive_integer), Field(ge=1, le=ORDER_ID_MAX)]
 
 
+# How a document time the partner system sends is read (core.times), as its fields describe it.
+PARTNER_TIME = (
+    "an ISO 8601 date-time on the partner system's clock (naive: the service's time zone; a "
+    "time the zone repeats or skips is 422; more than 10 minutes in the future is 422)"
+)
+
+
 class AcknowledgeRequest(TextFromNumbers):
     """The partner system registered the order under its document number."""
 
@@ -204,11 +211,10 @@ class AcknowledgeRequest(TextFromNumbers):
     stock_booked_at: document_time_field("stock_booked_at") = Field(  # type: ignore[valid-type]
         default=None,
         description=(
-            "From when the partner system's stock figures count the order: an ISO 8601 "
-            "date-time on its clock (naive: the service's time zone; more than 10 minutes in "
-            "the future is 422). Absent or null: the moment of the first acknowledgement. The "
-            "first sync with a document time at or after it consumes the order's reservations. "
-            "A repeated acknowledgement never changes it."
+            f"From when the partner system's stock figures count the order: {PARTNER_TIME}. "
+            "Absent or null: the moment of the first acknowledgement. The first sync with a "
+            "document time at or after it consumes the order's reservations. A repeated "
+            "acknowledgement never changes it."
         ),
         examples=["2026-01-31T08:00:00+01:00"],
     )
@@ -275,9 +281,7 @@ class StatusRequest(TextFromNumbers):
     changed_at: document_time_field("changed_at") = Field(  # type: ignore[valid-type]
         default=None,
         description=(
-            "When it happened, an ISO 8601 date-time on the partner system's clock (naive: "
-            "the service's time zone; a time the zone repeats or skips is 422; more than 10 "
-            "minutes in the future is 422). Default now. Ignored when the status is the "
+            f"When it happened, {PARTNER_TIME}. Default now. Ignored when the status is the "
             "current one."
         ),
         examples=["2026-01-31T14:30:00+01:00"],
@@ -333,11 +337,11 @@ class OrderCustomer(OrderCustomerRecord):
 
 
 class OrderItem(BaseModel):
-    name: str
-    quantity: int
-    unit_price: float
-    total: float
-    ean: str | None = None
+    name: str = Field(description="The product's name as the customer ordered it.")
+    quantity: int = Field(description="Units ordered.")
+    unit_price: float = Field(description="Price of one unit (negative for a discount line).")
+    total: float = Field(description="The line's amount.")
+    ean: str | None = Field(default=None, description="EAN of the product; null when none.")
     stock_code: str | None = Field(
         default=None, description="Stock number from the partner system."
     )
@@ -345,16 +349,28 @@ class OrderItem(BaseModel):
 
 class Order(BaseModel):
     order_id: int = Field(description="Internal order identifier.")
-    order_number: str
+    order_number: str = Field(description="The shop's own order number; unique.")
     created_at: datetime = Field(description="ISO 8601 with an offset.")
-    status: str
+    status: str = Field(
+        description=(
+            "What became of the order: new, shipped, delivered or cancelled. An imported order "
+            "may carry a status of its own (e.g. processing), which counts as new."
+        )
+    )
     customer: OrderCustomer
-    items: list[OrderItem]
-    subtotal: float
-    vat_total: float
-    total: float
-    currency: str = Field(default="EUR")
-    partner_sync_status: Literal[tuple(PartnerStatus.values)] | None = None  # type: ignore[valid-type]
+    items: list[OrderItem] = Field(description="The order's lines.")
+    subtotal: float = Field(description="The sum of the lines' totals.")
+    vat_total: float = Field(description="The VAT of the order.")
+    total: float = Field(description="subtotal + vat_total.")
+    currency: str = Field(default="EUR", description="Three-letter currency code.")
+    partner_sync_status: Literal[tuple(PartnerStatus.values)] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description=(
+            "pending_partner until the partner system acknowledges the order, then "
+            "acknowledged; null for an order that is not the partner system's (a legacy "
+            "import, or one the shop cancelled before it was acknowledged)."
+        ),
+    )
     partner_reference: str | None = Field(
         default=None, description="Partner document number set by acknowledgement."
     )

@@ -325,16 +325,17 @@ SYNC_RESPONSES = {
 }
 
 
-def sync_operation(*, summary: str, description: str):
+def sync_operation(*, summary: str):
     """Describe a sync view's one method in OpenAPI, from the view's attributes (a class
-    decorator that decorates the method: drf-spectacular takes an operation_id per method)."""
+    decorator that decorates the method: drf-spectacular takes an operation_id per method).
+    The operation's description is the view's docstring, its lines joined."""
 
     def describe(view: type[SyncView]) -> type[SyncView]:
         method = "put" if view.single else "post"
         schema = extend_schema(
             operation_id=view.operation_id,
             summary=summary,
-            description=description,
+            description=" ".join((view.__doc__ or "").split()),
             request=view.request_model,
             responses={**SYNC_RESPONSES, **validation_responses(view.operation_id)},
             parameters=[DRY_RUN_PARAMETER, REPLAYED_HEADER],
@@ -346,19 +347,13 @@ def sync_operation(*, summary: str, description: str):
     return describe
 
 
-@sync_operation(
-    summary="Batch product synchronization",
-    description=(
-        "Absolute stock levels and prices for up to 5000 items, keyed by stock_code and "
-        "optional ean. Unknown and ambiguous keys are stored as pending products and counted "
-        "in unknown_products. All or nothing: one invalid item and nothing is applied. A retry "
-        "with the same request_id and body replays the stored response. With "
-        "sync_context.posted_at, items whose product already holds a later document time "
-        "are stale and left as they are."
-    ),
-)
+@sync_operation(summary="Batch product synchronization")
 class ProductSyncView(SyncView):
-    """Batch product synchronization."""
+    """Absolute stock levels and prices for up to 5000 items, keyed by stock_code and optional
+    ean. Unknown and ambiguous keys are stored as pending products and counted in
+    unknown_products. All or nothing: one invalid item and nothing is applied. A retry with the
+    same request_id and body replays the stored response. With sync_context.posted_at, items
+    whose product already holds a later document time are stale and left as they are."""
 
     operation_id = "products_sync"
     single = False
@@ -368,17 +363,12 @@ class ProductSyncView(SyncView):
         return self.sync(request)
 
 
-@sync_operation(
-    summary="Single product synchronization",
-    description=(
-        "One item, updated by ean and stock_code. An unknown or ambiguous key is refused "
-        "with 400 (type unknown_key or ambiguous_key) and recorded as a pending product "
-        "(not in a dry run). A stale item (see sync_context.posted_at) answers 200 with "
-        "products_updated 0 and stale_products 1."
-    ),
-)
+@sync_operation(summary="Single product synchronization")
 class ProductItemView(SyncView):
-    """Single product synchronization."""
+    """One item, updated by ean and stock_code. An unknown or ambiguous key is refused with 400
+    (type unknown_key or ambiguous_key) and recorded as a pending product (not in a dry run). A
+    stale item (see sync_context.posted_at) answers 200 with products_updated 0 and
+    stale_products 1."""
 
     operation_id = "products_item"
     single = True

@@ -53,10 +53,10 @@ class StockAnswer(BaseModel):
 
 class ShortLine(BaseModel):
     index: int = Field(description="Position of the line in `items`.")
-    stock_code: str
-    ean: str = Field(description='"" when the line has no EAN.')
-    requested: int
-    salable: int
+    stock_code: str = Field(description="The line's stock_code, normalised.")
+    ean: str = Field(description='The line\'s EAN, normalised; "" when the line has no EAN.')
+    requested: int = Field(description="The line's quantity.")
+    salable: int = Field(description="What the shop can sell of the product now.")
 
 
 class PlacementConflict(BaseModel):
