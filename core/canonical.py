@@ -29,19 +29,17 @@ class NotCanonical(ValueError):
     """The document holds a number JSON cannot carry (infinity from an overflowing 1e309)."""
 
 
-def canonical_json(data: Any, *, raw: bytes | None = None, written: bytes | None = None) -> bytes:
+def canonical_json(data: Any, *, raw: bytes | None = None) -> bytes:
     """`data` (parsed JSON) as canonical bytes: sorted keys, compact, numbers by value.
 
     A document this cannot rewrite (a number that is not finite, nesting deeper than the walk
     goes) is written as parsed, sorted: still exact, only blind to number spelling. `raw`, the
-    bytes `data` was parsed from, lets most documents skip the walk (`_without_rewriting`);
-    `written`, `data` as `orjson.dumps(data, option=orjson.OPT_SORT_KEYS)` wrote it (the
-    parser has it), spares writing it again.
+    bytes `data` was parsed from, lets most documents skip the walk (`_without_rewriting`).
     """
     if raw is not None:
-        short = _without_rewriting(data, raw, written)
-        if short is not None:
-            return short
+        written = _without_rewriting(data, raw)
+        if written is not None:
+            return written
     try:
         return _dumps(_numbers_by_value(data))
     except (NotCanonical, RecursionError):
@@ -61,7 +59,7 @@ def _dumps(value: Any, *, exact: bool = False) -> bytes:
     )
 
 
-def _without_rewriting(data: Any, raw: bytes, written: bytes | None = None) -> bytes | None:
+def _without_rewriting(data: Any, raw: bytes) -> bytes | None:
     """`data`'s canonical bytes, written without walking it, when the bytes show that the walk
     would change nothing; else None.
 
@@ -72,11 +70,10 @@ def _without_rewriting(data: Any, raw: bytes, written: bytes | None = None) -> b
     (a "null" in a string is written as it was read; one spelled with an escape only makes the
     count differ). Each test may also fire on the text of a string: then the walk decides.
     """
-    if written is None:
-        try:
-            written = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-        except TypeError:
-            return None
+    try:
+        written = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
     # Patterns, not bytes.find: the regular expression engine finds these in a fraction of
     # the time (a two-byte needle whose first byte is frequent is find's slow case).
     if (
@@ -123,7 +120,7 @@ def _unchanged(values) -> bool:
     return all(map(math.isfinite, floats)) and not any(map(float.is_integer, floats))
 
 
-def canonical_digest(data: Any, *, raw: bytes | None = None, written: bytes | None = None) -> str:
-    """sha256 of `data`'s canonical JSON: equal documents, equal digests. `raw` and `written`
-    (see `canonical_json`), when the caller has them: faster, the same digest."""
-    return hashlib.sha256(canonical_json(data, raw=raw, written=written)).hexdigest()
+def canonical_digest(data: Any, *, raw: bytes | None = None) -> str:
+    """sha256 of `data`'s canonical JSON: equal documents, equal digests. `raw`: the bytes
+    `data` was parsed from, when the caller has them (faster, same digest)."""
+    return hashlib.sha256(canonical_json(data, raw=raw)).hexdigest()

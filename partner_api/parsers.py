@@ -106,21 +106,13 @@ def _value_count_and_commas(raw: bytes) -> tuple[int, int]:
 
 def parse_json(raw: bytes) -> object:
     """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting and size."""
-    return parse_json_document(raw)[0]
-
-
-def parse_json_document(raw: bytes) -> tuple[object, bytes | None]:
-    """`parse_json(raw)`, and the value written again by orjson with sorted keys when the
-    parse wrote it (to prove no member was lost): the canonical hash starts from those bytes
-    (`core.canonical.canonical_json`'s `written`) instead of writing 3 MB once more. None when
-    the exact parser decided."""
     count, commas = _value_count_and_commas(raw)
     if count > MAX_JSON_VALUES:
         raise exceptions.ParseError(
             f"JSON parse error - the body holds more than {MAX_JSON_VALUES} values"
         )
-    parsed = _parse_proven(raw, commas)
-    return (_parse_exact(raw), None) if parsed is _UNDECIDED else parsed
+    data = _parse_proven(raw, commas)
+    return _parse_exact(raw) if data is _UNDECIDED else data
 
 
 _UNDECIDED = object()
@@ -131,11 +123,10 @@ _DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
 _LARGE_FLOAT = re.compile(rb"e\+")
 
 
-def _parse_proven(raw: bytes, commas: int) -> tuple[object, bytes] | object:
+def _parse_proven(raw: bytes, commas: int) -> object:
     """The value of a JSON text as orjson parses it (in about half the time of the exact
-    parser) and that value written again with sorted keys, or _UNDECIDED when the value is not
-    proven to be what the exact parser returns; then, and on every error, the exact parser
-    decides, with its own messages.
+    parser), or _UNDECIDED when that is not proven to be what the exact parser returns; then,
+    and on every error, the exact parser decides, with its own messages.
 
     orjson refuses all the exact parser refuses (NaN, Infinity, lone surrogates, invalid
     UTF-8), and more (an infinite number, nesting deeper than 1024), but keeps the last of
@@ -152,8 +143,7 @@ def _parse_proven(raw: bytes, commas: int) -> tuple[object, bytes] | object:
     """
     try:
         data = orjson.loads(raw)
-        # Sorted: the same commas, and the canonical hash's starting point.
-        dumped = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+        dumped = orjson.dumps(data)
     except (ValueError, TypeError):  # orjson's JSONDecodeError and JSONEncodeError
         return _UNDECIDED
     if dumped.count(b",") != commas:  # a member lost to a duplicate name, or an escaped comma
@@ -163,7 +153,7 @@ def _parse_proven(raw: bytes, commas: int) -> tuple[object, bytes] | object:
     # A "+" first: one byte, found at once; the pattern only where there is one.
     if b"+" in dumped and _LARGE_FLOAT.search(dumped) and b"0" * 19 in raw.translate(_DIGITS):
         return _UNDECIDED
-    return data, dumped
+    return data
 
 
 def _parse_exact(raw: bytes) -> object:

@@ -34,7 +34,6 @@ from partner_api.base import (
 )
 from partner_api.exceptions import RequestInvalid, json_invalid
 from partner_api.middleware import note_request
-from partner_api.parsers import parse_json_document
 from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest, SyncResponse
 
 logger = logging.getLogger(__name__)
@@ -181,14 +180,8 @@ class SyncView(PartnerAPIView):
                 raise exceptions.UnsupportedMediaType(request.content_type)
             raise exceptions.ParseError("JSON parse error - the body is empty")
         problems = list(problems)
-        written = None
         try:
-            if raw is None:
-                data = request.data
-            else:
-                # The bytes the JSON parser would read (`replayable_bytes`: JSON, within the
-                # limits), parsed here to keep what the parse wrote for the body hash.
-                data, written = parse_json_document(raw)
+            data = request.data
         except exceptions.ParseError as exc:
             if not problems:
                 raise
@@ -224,7 +217,7 @@ class SyncView(PartnerAPIView):
             problems=problems,
             context={"nul_free": True} if raw is not None and _nul_free(raw) else None,
         )
-        return SyncBody(data=data, payload=payload, problems=problems, written=written, **facts)
+        return SyncBody(data=data, payload=payload, problems=problems, **facts)
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)

@@ -23,6 +23,7 @@ from catalog.sync.rows import (
     all_values,
     row_pk,
     row_tracked,
+    row_untracked,
     tracked_values,
     untracked_values,
 )
@@ -91,10 +92,11 @@ def changes(
 
     Compared as the database compares (decimals by value; an optional field that was not sent,
     or a request without posted_at, keeps the stored value): a product where nothing would
-    change is neither sent nor written. The rows hold the tracked fields; the other fields are
-    read (already locked) only for the products whose tracked fields and time stay, which a
-    batch of stock levels rarely has. Optional fields that were not sent stay None in the
-    update row and keep their stored value there.
+    change is neither sent nor written. The rows hold the tracked fields and, with a request
+    time, the other fields of the products that hold that time; without one the other fields
+    are read (already locked) only for the products whose tracked fields stay, which a batch of
+    stock levels rarely has. Optional fields that were not sent stay None in the update row and
+    keep their stored value there.
     """
     # Compared a whole list at a time (map, compress: the loops run in C); a batch where
     # nothing changes compares 5000 products.
@@ -115,8 +117,13 @@ def changes(
     sends = list(map(operator.ne, news, itertools.repeat(_NOTHING_SENT)))
     asked = list(itertools.compress(kept, sends))
     news = list(itertools.compress(news, sends))
-    stored = _untracked_stored(asked)
-    olds = list(map(stored.get, asked))
+    if posted_at is not None:
+        # Read with the locks (`catalog.sync.rows.read_fields`): a kept product holds the
+        # request's time.
+        olds = list(map(row_untracked, itertools.compress(itertools.compress(rows, same), sends)))
+    else:
+        stored = _untracked_stored(asked)
+        olds = list(map(stored.get, asked))
     # A kept product changes when a value sent (not None) differs from the stored one. Whole
     # tuples are compared first, in C (a batch where nothing changes compares 5000); value by
     # value only where they differ.

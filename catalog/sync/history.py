@@ -16,7 +16,7 @@ from django.db.models import DecimalField
 
 from catalog.models import Product, ProductHistory
 from catalog.schemas import TRACKED_FIELDS, ProductItem
-from catalog.sync.rows import VALUES, tracked_values
+from catalog.sync.rows import row_tracked, tracked_values
 
 HISTORY_FIELDS = ("product", "field", "old_value", "new_value")
 _text = ProductHistory.value_text
@@ -28,7 +28,7 @@ def history_rows(moved: Iterable[tuple[ProductItem, tuple]]) -> list[tuple]:
     for item, row in moved:
         new_tracked = tracked_values(item.__dict__)
         for name, old_value, new_value in zip(
-            TRACKED_FIELDS, row[VALUES:], new_tracked, strict=True
+            TRACKED_FIELDS, row_tracked(row), new_tracked, strict=True
         ):
             if new_value != old_value:
                 rows.append((row[0], name, _text(old_value), _text(new_value)))

@@ -34,12 +34,11 @@ NAMES_A_REQUEST_ID = re.compile(rb'"request_id"[ \t\r\n]*+:[ \t\r\n]*+(?!null)')
 _REQUEST_ID_NAME = b'"request_id"'
 
 
-def body_hash(data: Any, *, raw: bytes | None = None, written: bytes | None = None) -> str:
+def body_hash(data: Any, *, raw: bytes | None = None) -> str:
     """Hash of the body's canonical JSON (RFC 8785's equality): the same content hashes the
     same, whatever its layout and number spelling. `raw`: the bytes `data` was parsed from,
-    `written`: `data` written with sorted keys by the parser, when known (the same hash,
-    sooner)."""
-    return canonical_digest(data, raw=raw, written=written)
+    when known (the same hash, sooner)."""
+    return canonical_digest(data, raw=raw)
 
 
 def raw_body_hash(raw: bytes) -> str | None:

@@ -9,7 +9,7 @@ from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product
 from catalog.pending import lock_stock_codes
 from catalog.schemas import ProductItem
-from catalog.sync.rows import READ, document_time_compared
+from catalog.sync.rows import READ, READ_WITH_CATALOGUE, row_computed
 from core.bulk import select_rows
 from core.problems import Problem
 
@@ -93,5 +93,5 @@ def locked_products(stock_codes: set[str], read: _Read) -> list[tuple]:
         where_in=("stock_code", stock_codes),
         order_by="id",
         lock=True,
-        computed=document_time_compared(read.posted_at),
+        computed=row_computed(read.posted_at, catalogue=read.fields == READ_WITH_CATALOGUE),
     )

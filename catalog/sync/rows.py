@@ -7,17 +7,23 @@ import operator
 
 from django.db import connection
 
+from catalog.models import Product
 from catalog.schemas import TRACKED_FIELDS, VALUE_FIELDS
 
 # What the sync reads of each product with its lock: the key, the document time, and the fields
 # it compares in Python (a real call the tracked fields; a dry run every field). A real call
-# reads the other fields only of the products whose tracked fields and time stay
-# (`catalog.sync.changes`).
+# with a document time also reads the other fields, as null unless the product holds that same
+# time (`row_computed`): only then can the product's tracked fields and time all stay, and the
+# other fields decide whether it is written. Without a document time a real call reads them
+# later, only for the products whose tracked fields stay (`catalog.sync.changes`).
 READ = ("posted_at", *TRACKED_FIELDS)
+UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_FIELDS)
+READ_WITH_CATALOGUE = (*READ, *UNTRACKED_FIELDS)
 DRY_RUN_READ = ("posted_at", *VALUE_FIELDS)
 # Positions in a read row: id, ean, stock_code, then the fields read.
 POSTED_AT = 3
 VALUES = 4
+TRACKED_END = VALUES + len(TRACKED_FIELDS)
 # What the read row holds at POSTED_AT: the product's document time compared with the
 # request's, by the locked statement itself (loading 5000 timestamps in Python costs more than
 # the statement): 1 when the product's is later (the item is stale), 0 when it is the same,
@@ -25,23 +31,37 @@ VALUES = 4
 LATER, SAME = 1, 0
 
 
-def document_time_compared(posted_at) -> dict[str, tuple[str, list]]:
-    """`core.bulk.select_rows`'s `computed` that reads POSTED_AT as described above."""
+def read_fields(*, dry_run: bool, posted_at) -> tuple[str, ...]:
+    """The fields the locked read takes of each product (the row layout above)."""
+    if dry_run:
+        return DRY_RUN_READ
+    return READ if posted_at is None else READ_WITH_CATALOGUE
+
+
+def row_computed(posted_at, *, catalogue: bool) -> dict[str, tuple[str, list]]:
+    """`core.bulk.select_rows`'s `computed` for the locked read: POSTED_AT as described above,
+    and, for READ_WITH_CATALOGUE (`catalogue`), the untracked fields only where the product
+    holds the request's time (null elsewhere)."""
     value = "%s::timestamptz" if connection.vendor == "postgresql" else "%s"
-    return {
+    time_column = connection.ops.quote_name(Product._meta.get_field("posted_at").column)
+    computed = {
         "posted_at": (
             f"CASE WHEN {{column}} IS NULL THEN NULL WHEN {{column}} > {value} THEN {LATER} "
             f"WHEN {{column}} = {value} THEN {SAME} ELSE -1 END",
             [posted_at, posted_at],
         )
     }
+    if posted_at is not None and catalogue:
+        for name in UNTRACKED_FIELDS:
+            computed[name] = (f"CASE WHEN {time_column} = {value} THEN {{column}} END", [posted_at])
+    return computed
 
 
-UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_FIELDS)
 # Of an item's __dict__ (a whole list at a time, with map).
 tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 untracked_values = operator.itemgetter(*UNTRACKED_FIELDS)
 all_values = operator.itemgetter(*VALUE_FIELDS)
 # Of a read row.
-row_tracked = operator.itemgetter(slice(VALUES, None))
+row_tracked = operator.itemgetter(slice(VALUES, TRACKED_END))
+row_untracked = operator.itemgetter(slice(TRACKED_END, None))
 row_pk = operator.itemgetter(0)

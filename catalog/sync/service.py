@@ -27,7 +27,7 @@ from catalog.sync.changes import changes, field_changes, report
 from catalog.sync.history import HISTORY_FIELDS, history_from_table, history_rows
 from catalog.sync.pause import PAUSED_MESSAGE, sync_paused
 from catalog.sync.resolve import Resolution, resolve
-from catalog.sync.rows import DRY_RUN_READ, READ
+from catalog.sync.rows import read_fields
 from catalog.sync.rules import request_problems, unresolved_problem
 from core.bulk import bulk_insert_rows, bulk_update_rows, uses_copy
 from core.problems import Problem
@@ -49,9 +49,6 @@ class SyncBody:
     request_id: str | None = None
     context: SyncContext | None = None
     received: int = 0
-    # `data` as the parser wrote it again with sorted keys, when it did (the body hash's
-    # starting point: `core.canonical.canonical_json`).
-    written: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -93,7 +90,7 @@ def sync_call(request: SyncInput) -> SyncResult:
         ):
             replayed = idempotency.replay_of_applied(
                 call,
-                body_hash=idempotency.body_hash(body.data, raw=request.raw, written=body.written),
+                body_hash=idempotency.body_hash(body.data, raw=request.raw),
             )
             if replayed is not None:
                 return replayed
@@ -106,7 +103,7 @@ def sync_call(request: SyncInput) -> SyncResult:
         client=call.client,
         single=call.single,
         # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
-        body_hash=idempotency.body_hash(body.data, raw=request.raw, written=body.written)
+        body_hash=idempotency.body_hash(body.data, raw=request.raw)
         if payload.request_id is not None
         else None,
         started=call.started,
@@ -200,7 +197,7 @@ def _sync_attempt(request: _Sync) -> SyncResult | Problem:
             return replayed
         resolution = resolve(
             request.items,
-            read=DRY_RUN_READ if request.dry_run else READ,
+            read=read_fields(dry_run=request.dry_run, posted_at=request.posted_at),
             posted_at=request.posted_at,
         )
         if resolution.problems:
