@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.over_http import ITEM, SYNC, HttpBench, Server, gunicorn  # noqa: E402
+from tests.bench.pg_server import own_server, production_settings  # noqa: E402
 from tests.bench.run import batch_body, full_item, p95, recreate_database  # noqa: E402
 
 # The issue's targets: the large catalogue's median against the small one's, same run.
@@ -615,6 +616,12 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=None)
     parser.add_argument("--profile-runs", type=int, default=None)
     parser.add_argument("--no-profile", action="store_true", help="skip the phase profile")
+    parser.add_argument(
+        "--own-server",
+        action="store_true",
+        help="on a PostgreSQL server of the benchmark's own, set up as docs/DEPLOYMENT.md says "
+        "(tests/bench/pg_server.py), instead of DATABASE_URL's",
+    )
     # Internal: the steps that run in a process of the database's own.
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -636,6 +643,19 @@ def main() -> None:
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
         raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
+    if not args.own_server:
+        measure(args, url, size=size, quick=quick, profile_runs=profile_runs)
+        return
+    with own_server() as own:
+        settings = ", ".join(f"{name} {value}" for name, value in production_settings().items())
+        print(f"# the benchmark's own PostgreSQL server (docs/DEPLOYMENT.md): {settings}")
+        # The same database names, on that server.
+        url = urlunparse(urlparse(own)._replace(path=urlparse(url).path))
+        measure(args, url, size=size, quick=quick, profile_runs=profile_runs)
+
+
+def measure(args, url: str, *, size: int, quick: bool, profile_runs: int) -> None:
+    """Build (or reuse) the two databases behind `url`, time the requests, profile them."""
     runs = args.runs or (3 if quick else 15)
     single_runs = args.single_runs or (10 if quick else 120)
     shapes = {

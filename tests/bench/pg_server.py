@@ -1,0 +1,119 @@
+"""A PostgreSQL server of the benchmark's own, configured as docs/DEPLOYMENT.md says.
+
+The machine's shared server runs with PostgreSQL's defaults (128 MB of shared_buffers), which
+hold a small catalogue only. A benchmark that measures the service on a large catalogue starts
+this one instead: its own cluster in a folder of its own (kept between runs, so a large
+database built once can be reused), on a free loopback port, with the memory and checkpoint
+settings of the deployment guide, started and stopped by PID. Debian's PostgreSQL binaries;
+the server runs as the `postgres` user (it refuses root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+DEFAULT_DIR = Path(os.environ.get("BENCH_PG_DIR", "/var/tmp/stock-sync-bench-pg"))
+SERVER_USER = "postgres"
+
+
+def memory_bytes() -> int:
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("MemTotal not in /proc/meminfo")
+
+
+def production_settings() -> dict[str, str]:
+    """docs/DEPLOYMENT.md, "PostgreSQL": a quarter of the memory for shared_buffers, the
+    planner told about the rest, checkpoints far enough apart that a batch's pages are not
+    written to the WAL whole after every one of them."""
+    memory_mb = memory_bytes() // (1024 * 1024)
+    return {
+        "shared_buffers": f"{memory_mb // 4}MB",
+        "effective_cache_size": f"{memory_mb * 3 // 4}MB",
+        "max_wal_size": "8GB",
+        "checkpoint_timeout": "15min",
+        "maintenance_work_mem": "1GB",
+    }
+
+
+def _binaries() -> Path:
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    if not versions:
+        raise SystemExit("Debian's PostgreSQL server binaries are not installed")
+    return versions[-1].parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _as_server_user(*command: str) -> subprocess.CompletedProcess:
+    user = pwd.getpwnam(SERVER_USER)
+
+    def demote() -> None:
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+
+    return subprocess.run(
+        command,
+        check=True,
+        capture_output=True,
+        text=True,
+        preexec_fn=demote if os.getuid() == 0 else None,
+    )
+
+
+@contextlib.contextmanager
+def own_server(folder: Path = DEFAULT_DIR) -> Iterator[str]:
+    """Start the benchmark's server (its cluster made on first use) and yield a URL of its
+    `postgres` database; stop it afterwards."""
+    bin_dir = _binaries()
+    data = folder / "data"
+    user = pwd.getpwnam(SERVER_USER)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    if not (data / "PG_VERSION").exists():
+        if data.exists():
+            shutil.rmtree(data)  # an initdb that did not finish
+        _as_server_user(str(bin_dir / "initdb"), "-D", str(data), "-U", SERVER_USER, "--auth=trust")
+    port = _free_port()
+    options = " ".join(f"-c {name}={value}" for name, value in production_settings().items())
+    log = folder / "server.log"
+    _as_server_user(
+        str(bin_dir / "pg_ctl"),
+        "start",
+        "-D",
+        str(data),
+        "-w",
+        "-t",
+        "120",
+        "-l",
+        str(log),
+        "-o",
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 {options}",
+    )
+    pid = int((data / "postmaster.pid").read_text().split()[0])
+    try:
+        yield f"postgres://{SERVER_USER}@127.0.0.1:{port}/postgres"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 2)  # SIGINT: PostgreSQL's fast shutdown
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
