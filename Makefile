@@ -43,7 +43,7 @@ bench-quick: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py --seconds 5 --clients 2 --workers 2
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py --quick
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py --quick --own-server
 
 ## Over HTTP only (gunicorn, production configuration), and the phase-by-phase profile.
 bench-http: install
@@ -54,10 +54,13 @@ profile-sync: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/profile_sync.py
 
 ## Cost against catalogue size: databases named after BENCH_DATABASE_URL's with _small and
-## _large (1,000,000 products, a year of history; minutes to build). BENCH_SIZE_ARGS=--reuse
-## keeps a large database already built.
+## _large (1,000,000 products, a year of history; minutes to build), on a PostgreSQL server of
+## the benchmark's own set up as docs/DEPLOYMENT.md says (tests/bench/pg_server.py).
+## BENCH_SIZE_ARGS=--reuse keeps a large database already built; BENCH_SIZE_SERVER= measures
+## on BENCH_DATABASE_URL's server as it is.
+BENCH_SIZE_SERVER ?= --own-server
 bench-size: install
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py $(BENCH_SIZE_ARGS)
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py $(BENCH_SIZE_SERVER) $(BENCH_SIZE_ARGS)
 
 bench-shop: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py

@@ -78,17 +78,31 @@ def uses_copy(rows: Sequence[Sequence[Any]]) -> bool:
     return connection.vendor == "postgresql" and len(rows) >= COPY_THRESHOLD
 
 
-def _copy_to_temp(cursor, fields: Sequence[models.Field], rows: Sequence[Sequence[Any]]) -> str:
-    """Load rows into a new temporary table (dropped at commit) and return its name."""
+def previous_column(field: models.Field) -> str:
+    """The temporary table's column of `field`'s stored value (`bulk_update_rows`' `previous`)."""
+    return f"previous_{field.column}"
+
+
+def _copy_to_temp(
+    cursor,
+    fields: Sequence[models.Field],
+    rows: Sequence[Sequence[Any]],
+    *,
+    previous: Sequence[models.Field] = (),
+) -> str:
+    """Load rows into a new temporary table (dropped at commit) and return its name; the
+    `previous` fields' values follow the others in each row (`previous_column`)."""
     name = f"bulk_rows_{next(_temp_names)}"
-    columns = ", ".join(f"{_qn(f.column)} {_column_type(f)}" for f in fields)
-    cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns}) ON COMMIT DROP")
-    _copy(cursor, name, fields, rows)
+    columns = [(f.column, _column_type(f)) for f in fields]
+    columns += [(previous_column(f), _column_type(f)) for f in previous]
+    declared = ", ".join(f"{_qn(column)} {kind}" for column, kind in columns)
+    cursor.execute(f"CREATE TEMPORARY TABLE {name} ({declared}) ON COMMIT DROP")
+    _copy(cursor, name, [column for column, _ in columns], rows)
     return name
 
 
-def _copy(cursor, table: str, fields: Sequence[models.Field], rows: Sequence[Sequence[Any]]):
-    names = ", ".join(_qn(f.column) for f in fields)
+def _copy(cursor, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]):
+    names = ", ".join(map(_qn, columns))
     # The psycopg cursor under Django's wrapper: COPY is not a parameterised query.
     with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
         for row in rows:
@@ -194,8 +208,10 @@ def bulk_update_rows(
     changed_only: Collection[str] = (),
     constants: Mapping[str, Any] | None = None,
     before: Callable[[Any, str], None] | None = None,
+    previous: Sequence[str] = (),
 ) -> None:
-    """Set `field_names` of each row `(pk, *values)`; must run inside a transaction.
+    """Set `field_names` of each row `(pk, *values, *previous values)`; must run inside a
+    transaction.
 
     A null value of a field in `keep_when_null` leaves the stored value as it is. When
     `changed_only` names fields, a row is written only if one of them would change: the
@@ -203,7 +219,10 @@ def bulk_update_rows(
     value for every row (a time, say): sent once with the statement, not with each row.
     When the rows go through a temporary table (`uses_copy`), `before(cursor, table)` runs
     just before the UPDATE, with the rows loaded: a statement that compares old and new
-    values there sees both.
+    values there sees both. Each row ends with the stored values of the `previous` fields, as
+    the caller read them under its row locks; the temporary table holds them (columns
+    `previous_column`) for `before`, which then need not read the table being updated. They
+    are not written.
     """
     if not rows:
         return
@@ -215,7 +234,7 @@ def bulk_update_rows(
         if uses_copy(rows):
             fields = _fields(model, field_names)
             fixed = _fields(model, tuple(constants))
-            source = _copy_to_temp(cursor, [pk, *fields], rows)
+            source = _copy_to_temp(cursor, [pk, *fields], rows, previous=_fields(model, previous))
 
             def value(f: models.Field) -> str:
                 new = _placeholder(f) if f in fixed else _select_expression(f, "v")
@@ -238,6 +257,8 @@ def bulk_update_rows(
             )
         else:
             fields = _fields(model, (*field_names, *constants))
+            if previous:
+                rows = [row[: 1 + len(field_names)] for row in rows]
             rows = _with_constants(rows, constants.values())
             compared = [f for f in fields if f.name in set(changed_only)]
 
@@ -289,7 +310,7 @@ def bulk_insert_rows(
     with connection.cursor() as cursor:
         if copying:
             if not conflict:
-                _copy(cursor, table, fields, rows)
+                _copy(cursor, table, [f.column for f in fields], rows)
                 return
             source = _copy_to_temp(cursor, fields, rows)
             selected = ", ".join(_select_expression(f, "v") for f in fields)

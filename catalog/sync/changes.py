@@ -59,9 +59,9 @@ def report(items: Sequence[ProductItem], resolution: Resolution, *, posted_at) -
     Stale: the product holds a later document time (read with the locked rows) than the
     request's. Equal times apply: they are chunks of one document.
     """
-    index = {id(item): position for position, item in enumerate(items)}
+    index = dict(zip(map(id, items), range(len(items)), strict=True))
     applied, stale = [], []
-    if posted_at is None:
+    if posted_at is None or LATER not in map(_row_time, map(_row, resolution.matched)):
         applied = resolution.matched
     else:
         for pair in resolution.matched:
@@ -87,8 +87,10 @@ def report(items: Sequence[ProductItem], resolution: Resolution, *, posted_at) -
 def changes(
     matched: Sequence[tuple[ProductItem, tuple]], *, posted_at
 ) -> tuple[list[tuple], list[tuple[ProductItem, tuple]]]:
-    """The update row of every matched product that changes, and the matched pairs whose
-    tracked fields or document time move (their history is `history_rows`).
+    """The update row of every matched product that changes (id, the value fields, then the
+    tracked fields as its locked row holds them: `core.bulk.bulk_update_rows`' `previous`),
+    and the matched pairs whose tracked fields or document time move (their history is
+    `history_rows`).
 
     Compared as the database compares (decimals by value; an optional field that was not sent,
     or a request without posted_at, keeps the stored value): a product where nothing would
@@ -109,7 +111,8 @@ def changes(
     if not kept:
         # The usual batch of new stock levels: every product is written.
         return [
-            (row[0], *all_values(values)) for values, row in zip(sent, rows, strict=True)
+            (row[0], *all_values(values), *row_tracked(row))
+            for values, row in zip(sent, rows, strict=True)
         ], list(matched)
     news = list(map(untracked_values, itertools.compress(sent, same)))
     # An item that sends none of these fields (a connector's usual push of stock levels) keeps
@@ -142,11 +145,13 @@ def changes(
                 continue
         else:
             moved.append(pair)
-        updates.append((row[0], *all_values(values)))
+        updates.append((row[0], *all_values(values), *row_tracked(row)))
     return updates, moved
 
 
 _NOTHING_SENT = (None,) * len(UNTRACKED_FIELDS)
+_row = operator.itemgetter(1)
+_row_time = operator.itemgetter(POSTED_AT)
 
 
 def _untracked_stored(pks: list[int]) -> dict[int, tuple]:

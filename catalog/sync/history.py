@@ -1,9 +1,10 @@
 """The history a sync leaves: a row (product, field, old, new) for each tracked field it
 changes, linked to the call's audit row.
 
-A few rows are built here and inserted; many are written by the database itself, from the new
-values and the locked rows before their update (`history_from_table`), without sending every
-changed value back and forth.
+A few rows are built here and inserted; many are written by the database itself, from the
+update's temporary table, which holds each product's new values beside the tracked values its
+locked row held (`history_from_table`): no changed value is sent back and forth, and the
+products are not read again.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.db.models import DecimalField
 from catalog.models import Product, ProductHistory
 from catalog.schemas import TRACKED_FIELDS, ProductItem
 from catalog.sync.rows import row_tracked, tracked_values
+from core.bulk import previous_column
 
 HISTORY_FIELDS = ("product", "field", "old_value", "new_value")
 _text = ProductHistory.value_text
@@ -37,33 +39,34 @@ def history_rows(moved: Iterable[tuple[ProductItem, tuple]]) -> list[tuple]:
 
 def _history_sql() -> str:
     """The history rows of the tracked fields that change, written by the database from the
-    new values (the temporary table `{source}`) and the locked rows before their update.
+    temporary table `{source}` of the update: each product's new values and, as
+    `core.bulk.previous_column`, the values its locked row held (`history_previous`).
 
     Each value as `ProductHistory.value_text` writes it: decimals without trailing zeros
     (`trim_scale`), the rest as text.
     """
-    table = connection.ops.quote_name(Product._meta.db_table)
     history_table = connection.ops.quote_name(ProductHistory._meta.db_table)
 
-    def text(alias: str, name: str) -> str:
+    def column(name: str, *, old: bool) -> str:
         field = Product._meta.get_field(name)
-        column = f"{alias}.{connection.ops.quote_name(field.column)}"
-        if isinstance(field, DecimalField):
-            return f"trim_scale({column})::text"
-        return f"{column}::text"
+        return "v." + connection.ops.quote_name(previous_column(field) if old else field.column)
 
-    def column(alias: str, name: str) -> str:
-        return f"{alias}.{connection.ops.quote_name(Product._meta.get_field(name).column)}"
+    def text(name: str, *, old: bool) -> str:
+        value = column(name, old=old)
+        if isinstance(Product._meta.get_field(name), DecimalField):
+            return f"trim_scale({value})::text"
+        return f"{value}::text"
 
     # Compared by value first; only the values that change are written out as text.
     changes = ", ".join(
-        f"({position}, '{name}', {column('p', name)} IS DISTINCT FROM {column('v', name)})"
+        f"({position}, '{name}', {column(name, old=True)} IS DISTINCT FROM "
+        f"{column(name, old=False)})"
         for position, name in enumerate(TRACKED_FIELDS)
     )
 
-    def written(alias: str) -> str:
+    def written(*, old: bool) -> str:
         cases = " ".join(
-            f"WHEN {position} THEN {text(alias, name)}"
+            f"WHEN {position} THEN {text(name, old=old)}"
             for position, name in enumerate(TRACKED_FIELDS)
         )
         return f"CASE c.position {cases} END"
@@ -74,10 +77,10 @@ def _history_sql() -> str:
     )
     return (
         f"INSERT INTO {history_table} ({columns}) "
-        f"SELECT p.id, c.field, {written('p')}, {written('v')}, %s, %s, %s, %s "
-        f"FROM {{source}} AS v JOIN {table} AS p ON p.id = v.id "
+        f"SELECT v.id, c.field, {written(old=True)}, {written(old=False)}, %s, %s, %s, %s "
+        f"FROM {{source}} AS v "
         f"CROSS JOIN LATERAL (VALUES {changes}) AS c(position, field, changed) "
-        "WHERE c.changed ORDER BY p.id, c.position"
+        "WHERE c.changed ORDER BY v.id, c.position"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +34,9 @@ def resolve(
     # deadlocking.
     read = _Read(read, posted_at)
     rows = locked_products({item.stock_code for item in items}, read)
+    matched = _all_found_by_pair(items, rows)
+    if matched is not None:
+        return Resolution(matched=matched)
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
     found = [products.candidates(item.ean, item.stock_code) for item in items]
     unknown_codes = {
@@ -75,6 +79,28 @@ def resolve(
                 )
             resolution.matched.append((item, row))
     return resolution
+
+
+_ean = operator.attrgetter("ean")
+_stock_code = operator.attrgetter("stock_code")
+_row_key = operator.itemgetter(1, 2)
+
+
+def _all_found_by_pair(items: Sequence[ProductItem], rows: list[tuple]) -> list | None:
+    """The matched pairs when every item has an EAN and names a product by its exact key (a
+    connector's usual batch), looked up a whole list at a time; else None.
+
+    Keys are unique within a batch and (ean, stock_code) within the catalogue, so such items
+    name as many different products: nothing is unknown, ambiguous or claimed twice.
+    """
+    eans = list(map(_ean, items))
+    if not all(eans):
+        return None
+    by_key = dict(zip(map(_row_key, rows), rows, strict=True))
+    found = list(map(by_key.get, zip(eans, map(_stock_code, items), strict=True)))
+    if None in found:
+        return None
+    return list(zip(items, found, strict=True))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,9 @@ def sync_limit_problem(count: int) -> Problem | None:
 def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
     """A problem for every item whose key another item of the batch has too."""
     # item.key of every item, without a property call each.
-    eans = [ean or "" for ean in map(_ean, items)]
+    eans = list(map(_ean, items))
+    if not all(eans):
+        eans = [ean or "" for ean in eans]
     keys = list(zip(eans, map(_stock_code, items), strict=True))
     if len(set(keys)) == len(keys):
         return []

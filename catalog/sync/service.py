@@ -20,7 +20,13 @@ from django.utils import timezone
 from catalog.models import Product, ProductHistory, SyncAudit, SyncControl
 from catalog.pending import pending_close_for_synced, pending_record
 from catalog.reservations import reservations_consume
-from catalog.schemas import OPTIONAL_FIELDS, VALUE_FIELDS, ProductItem, SyncContext
+from catalog.schemas import (
+    OPTIONAL_FIELDS,
+    TRACKED_FIELDS,
+    VALUE_FIELDS,
+    ProductItem,
+    SyncContext,
+)
 from catalog.sync import audit, idempotency
 from catalog.sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
 from catalog.sync.changes import changes, field_changes, report
@@ -302,6 +308,7 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         changed_only=(*VALUE_FIELDS, "posted_at"),
         constants={"posted_at": posted_at, "updated_at": now},
         before=functools.partial(history_from_table, constants=history) if in_sql else None,
+        previous=TRACKED_FIELDS,
     )
     if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
