@@ -78,6 +78,10 @@ def uses_copy(rows: Sequence[Sequence[Any]]) -> bool:
     return connection.vendor == "postgresql" and len(rows) >= COPY_THRESHOLD
 
 
+# The temporary table's column of a row's location (`bulk_update_rows`' `located`).
+_LOCATION = "location"
+
+
 def previous_column(field: models.Field) -> str:
     """The temporary table's column of `field`'s stored value (`bulk_update_rows`' `previous`)."""
     return f"previous_{field.column}"
@@ -89,12 +93,16 @@ def _copy_to_temp(
     rows: Sequence[Sequence[Any]],
     *,
     previous: Sequence[models.Field] = (),
+    located: bool = False,
 ) -> str:
     """Load rows into a new temporary table (dropped at commit) and return its name; the
-    `previous` fields' values follow the others in each row (`previous_column`)."""
+    `previous` fields' values follow the others in each row (`previous_column`), then, when
+    `located`, the row's location (`bulk_update_rows`)."""
     name = f"bulk_rows_{next(_temp_names)}"
     columns = [(f.column, _column_type(f)) for f in fields]
     columns += [(previous_column(f), _column_type(f)) for f in previous]
+    if located:
+        columns.append((_LOCATION, "tid"))
     declared = ", ".join(f"{_qn(column)} {kind}" for column, kind in columns)
     cursor.execute(f"CREATE TEMPORARY TABLE {name} ({declared}) ON COMMIT DROP")
     _copy(cursor, name, [column for column, _ in columns], rows)
@@ -138,6 +146,7 @@ def select_rows(
     order_by: str,
     lock: bool = False,
     computed: Mapping[str, tuple[str, Sequence[Any]]] | None = None,
+    location: bool = False,
 ) -> list[tuple]:
     """Rows of `field_names` whose `where_in` field is one of the given values.
 
@@ -145,6 +154,8 @@ def select_rows(
     quotes much faster than thousands of separate IN parameters. `lock` takes FOR NO KEY
     UPDATE row locks in `order_by` order. `computed` reads an SQL expression (with its
     parameters; `{column}` stands for the field's column) in place of a field, as it comes.
+    `location` (PostgreSQL, with `lock`) adds the row's place in the table (its `ctid`, as text)
+    after the fields: `bulk_update_rows` finds a row by it while the lock holds it there.
     """
     field, values = where_in
     computed = computed or {}
@@ -158,6 +169,10 @@ def select_rows(
             params.extend(map(_plain_value, expression_params))
         else:
             selected.append(column)
+    if location:
+        if not (lock and connection.vendor == "postgresql"):
+            raise ValueError("a row's location is read with its lock, on PostgreSQL")
+        selected.append("ctid::text")
     columns = ", ".join(selected)
     column = _qn(model._meta.get_field(field).column)
     order = _qn(model._meta.get_field(order_by).column)
@@ -209,9 +224,10 @@ def bulk_update_rows(
     constants: Mapping[str, Any] | None = None,
     before: Callable[[Any, str], None] | None = None,
     previous: Sequence[str] = (),
+    located: bool = False,
 ) -> None:
-    """Set `field_names` of each row `(pk, *values, *previous values)`; must run inside a
-    transaction.
+    """Set `field_names` of each row `(pk, *values, *previous values[, location])`; must run
+    inside a transaction.
 
     A null value of a field in `keep_when_null` leaves the stored value as it is. When
     `changed_only` names fields, a row is written only if one of them would change: the
@@ -222,7 +238,9 @@ def bulk_update_rows(
     values there sees both. Each row ends with the stored values of the `previous` fields, as
     the caller read them under its row locks; the temporary table holds them (columns
     `previous_column`) for `before`, which then need not read the table being updated. They
-    are not written.
+    are not written. With `located`, each row ends with its location as `select_rows` read it
+    under the caller's lock (which keeps the row there until the transaction ends): the UPDATE
+    then visits the row's page directly instead of descending the primary key for it.
     """
     if not rows:
         return
@@ -234,7 +252,9 @@ def bulk_update_rows(
         if uses_copy(rows):
             fields = _fields(model, field_names)
             fixed = _fields(model, tuple(constants))
-            source = _copy_to_temp(cursor, [pk, *fields], rows, previous=_fields(model, previous))
+            source = _copy_to_temp(
+                cursor, [pk, *fields], rows, previous=_fields(model, previous), located=located
+            )
 
             def value(f: models.Field) -> str:
                 new = _placeholder(f) if f in fixed else _select_expression(f, "v")
@@ -249,15 +269,17 @@ def bulk_update_rows(
             if before is not None:
                 before(cursor, source)
             params = list(constants.values()) + [constants[f.name] for f in compared if f in fixed]
+            found = f"{table}.{_qn(pk.column)} = v.{_qn(pk.column)}"
+            if located:
+                found = f"{table}.ctid = v.{_LOCATION} AND {found}"
             cursor.execute(
-                f"UPDATE {table} SET {assignments} FROM {source} AS v "
-                f"WHERE {table}.{_qn(pk.column)} = v.{_qn(pk.column)}"
+                f"UPDATE {table} SET {assignments} FROM {source} AS v WHERE {found}"
                 + (f" AND ({condition})" if condition else ""),
                 params,
             )
         else:
             fields = _fields(model, (*field_names, *constants))
-            if previous:
+            if previous or located:
                 rows = [row[: 1 + len(field_names)] for row in rows]
             rows = _with_constants(rows, constants.values())
             compared = [f for f in fields if f.name in set(changed_only)]

@@ -85,12 +85,12 @@ def report(items: Sequence[ProductItem], resolution: Resolution, *, posted_at) -
 
 
 def changes(
-    matched: Sequence[tuple[ProductItem, tuple]], *, posted_at
+    matched: Sequence[tuple[ProductItem, tuple]], *, posted_at, located: bool = False
 ) -> tuple[list[tuple], list[tuple[ProductItem, tuple]]]:
     """The update row of every matched product that changes (id, the value fields, then the
-    tracked fields as its locked row holds them: `core.bulk.bulk_update_rows`' `previous`),
-    and the matched pairs whose tracked fields or document time move (their history is
-    `history_rows`).
+    tracked fields as its locked row holds them: `core.bulk.bulk_update_rows`' `previous`, and
+    with `located` the row's location, read with its lock), and the matched pairs whose
+    tracked fields or document time move (their history is `history_rows`).
 
     Compared as the database compares (decimals by value; an optional field that was not sent,
     or a request without posted_at, keeps the stored value): a product where nothing would
@@ -102,6 +102,7 @@ def changes(
     """
     # Compared a whole list at a time (map, compress: the loops run in C); a batch where
     # nothing changes compares 5000 products.
+    located_at = _location if located else _nowhere
     sent = [item.__dict__ for item, _ in matched]
     rows = [row for _, row in matched]
     same = list(map(operator.eq, map(tracked_values, sent), map(row_tracked, rows)))
@@ -111,7 +112,7 @@ def changes(
     if not kept:
         # The usual batch of new stock levels: every product is written.
         return [
-            (row[0], *all_values(values), *row_tracked(row))
+            (row[0], *all_values(values), *row_tracked(row), *located_at(row))
             for values, row in zip(sent, rows, strict=True)
         ], list(matched)
     news = list(map(untracked_values, itertools.compress(sent, same)))
@@ -145,12 +146,20 @@ def changes(
                 continue
         else:
             moved.append(pair)
-        updates.append((row[0], *all_values(values), *row_tracked(row)))
+        updates.append((row[0], *all_values(values), *row_tracked(row), *located_at(row)))
     return updates, moved
 
 
 _NOTHING_SENT = (None,) * len(UNTRACKED_FIELDS)
 _row = operator.itemgetter(1)
+# The row's location as a one-element tuple (the update row's last value), or nothing.
+_location = operator.itemgetter(slice(-1, None))
+
+
+def _nowhere(row: tuple) -> tuple:
+    return ()
+
+
 _row_time = operator.itemgetter(POSTED_AT)
 
 

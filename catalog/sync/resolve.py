@@ -23,7 +23,11 @@ class Resolution:
 
 
 def resolve(
-    items: Sequence[ProductItem], *, read: Sequence[str] = READ, posted_at=None
+    items: Sequence[ProductItem],
+    *,
+    read: Sequence[str] = READ,
+    posted_at=None,
+    location: bool = False,
 ) -> Resolution:
     """Match each item to its product, locking the products in primary-key order.
 
@@ -32,7 +36,7 @@ def resolve(
     """
     # The rows are locked in primary-key order, so overlapping batches queue instead of
     # deadlocking.
-    read = _Read(read, posted_at)
+    read = _Read(read, posted_at, location)
     rows = locked_products({item.stock_code for item in items}, read)
     matched = _all_found_by_pair(items, rows)
     if matched is not None:
@@ -109,10 +113,13 @@ class _Read:
 
     fields: Sequence[str]
     posted_at: object
+    # Each row's location too, last (`catalog.sync.rows.reads_location`).
+    location: bool = False
 
 
 def locked_products(stock_codes: set[str], read: _Read) -> list[tuple]:
-    """The products with these stock codes (id, key, the `read` fields), locked in id order."""
+    """The products with these stock codes (id, key, the `read` fields, and their location when
+    `read` asks), locked in id order."""
     return select_rows(
         Product,
         ("id", "ean", "stock_code", *read.fields),
@@ -120,4 +127,5 @@ def locked_products(stock_codes: set[str], read: _Read) -> list[tuple]:
         order_by="id",
         lock=True,
         computed=row_computed(read.posted_at, catalogue=read.fields == READ_WITH_CATALOGUE),
+        location=read.location,
     )

@@ -20,7 +20,8 @@ READ = ("posted_at", *TRACKED_FIELDS)
 UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_FIELDS)
 READ_WITH_CATALOGUE = (*READ, *UNTRACKED_FIELDS)
 DRY_RUN_READ = ("posted_at", *VALUE_FIELDS)
-# Positions in a read row: id, ean, stock_code, then the fields read.
+# Positions in a read row: id, ean, stock_code, then the fields read, then, for a real call on
+# PostgreSQL, the row's location (`core.bulk.select_rows`' `location`).
 POSTED_AT = 3
 VALUES = 4
 TRACKED_END = VALUES + len(TRACKED_FIELDS)
@@ -29,6 +30,11 @@ TRACKED_END = VALUES + len(TRACKED_FIELDS)
 # the statement): 1 when the product's is later (the item is stale), 0 when it is the same,
 # -1 when it is earlier, None when the product holds none.
 LATER, SAME = 1, 0
+
+
+def reads_location(*, dry_run: bool) -> bool:
+    """Whether the locked read also takes each row's location, for the update to find it by."""
+    return not dry_run and connection.vendor == "postgresql"
 
 
 def read_fields(*, dry_run: bool, posted_at) -> tuple[str, ...]:
@@ -63,5 +69,5 @@ untracked_values = operator.itemgetter(*UNTRACKED_FIELDS)
 all_values = operator.itemgetter(*VALUE_FIELDS)
 # Of a read row.
 row_tracked = operator.itemgetter(slice(VALUES, TRACKED_END))
-row_untracked = operator.itemgetter(slice(TRACKED_END, None))
+row_untracked = operator.itemgetter(slice(TRACKED_END, TRACKED_END + len(UNTRACKED_FIELDS)))
 row_pk = operator.itemgetter(0)

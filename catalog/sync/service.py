@@ -33,7 +33,7 @@ from catalog.sync.changes import changes, field_changes, report
 from catalog.sync.history import HISTORY_FIELDS, history_from_table, history_rows
 from catalog.sync.pause import PAUSED_MESSAGE, sync_paused
 from catalog.sync.resolve import Resolution, resolve
-from catalog.sync.rows import read_fields
+from catalog.sync.rows import read_fields, reads_location
 from catalog.sync.rules import request_problems, unresolved_problem
 from core.bulk import bulk_insert_rows, bulk_update_rows, uses_copy
 from core.problems import Problem
@@ -204,6 +204,7 @@ def _sync_attempt(request: _Sync) -> SyncResult | Problem:
         resolution = resolve(
             request.items,
             read=read_fields(dry_run=request.dry_run, posted_at=request.posted_at),
+            location=reads_location(dry_run=request.dry_run),
             posted_at=request.posted_at,
         )
         if resolution.problems:
@@ -288,7 +289,8 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     now = request.now
     posted_at = request.posted_at
     found = report(request.items, resolution, posted_at=posted_at)
-    updates, moved = changes(found.applied, posted_at=posted_at)
+    located = reads_location(dry_run=False)
+    updates, moved = changes(found.applied, posted_at=posted_at, located=located)
     audit_row = request.audit(
         SyncAudit.Outcome.APPLIED,
         updated=len(found.applied),
@@ -309,6 +311,7 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         constants={"posted_at": posted_at, "updated_at": now},
         before=functools.partial(history_from_table, constants=history) if in_sql else None,
         previous=TRACKED_FIELDS,
+        located=located,
     )
     if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)

@@ -8,9 +8,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.models import F
 from rest_framework.test import APIClient
 
-from catalog.models import PendingProduct, Product
+from catalog.models import PendingProduct, Product, ProductHistory
+from core.bulk import COPY_THRESHOLD
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, post_sync
 
@@ -221,3 +223,68 @@ def test_a_product_committed_after_a_batchs_second_look_resolves_its_pending_key
     pending = PendingProduct.objects.get(stock_code="NEW")
     assert (pending.state, pending.resolved_product_id) == (PendingProduct.State.RESOLVED, new.pk)
     assert new.shop_quantity == 7
+
+
+class RowMover(threading.Thread):
+    """Updates products in its own transaction (each row gets a new version, in a new place)
+    and holds them until released, then commits."""
+
+    def __init__(self, pks: list[int]):
+        super().__init__(daemon=True)
+        self.pks = pks
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def run(self):
+        try:
+            with transaction.atomic():
+                Product.objects.filter(pk__in=self.pks).update(
+                    shop_quantity=F("shop_quantity") + 1000
+                )
+                self.held.set()
+                self.release.wait(WAIT)
+        finally:
+            connection.close()
+
+
+def test_a_large_batch_that_waited_for_a_writer_applies_to_the_rows_it_left(api_key):
+    """The batch finds its rows again by the place its locked read saw them in (core.bulk's
+    `located`): after waiting for a writer that gave every row a new version, it must see and
+    update those new versions, with their values as the history's old ones."""
+    products = [
+        ProductFactory(stock_code=f"MOVE-{i:03d}", ean=f"E{i}", shop_quantity=i)
+        for i in range(COPY_THRESHOLD + 10)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, ctid::text FROM catalog_product WHERE id = ANY(%s)",
+            [[p.pk for p in products]],
+        )
+        before = dict(cursor.fetchall())
+    mover = RowMover([p.pk for p in products])
+    mover.start()
+    assert mover.held.wait(WAIT)
+    results: dict = {}
+    batch = [item(p.stock_code, ean=p.ean, shop_quantity=7) for p in products]
+    sync = _in_thread(lambda: _sync(api_key, batch), results, "sync")
+    _wait_for_lock_waiters(1)
+    mover.release.set()
+    mover.join(WAIT)
+    sync.join(WAIT)
+
+    status, body = results["sync"]
+    assert status == 200, body
+    assert body["products_updated"] == len(products)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, ctid::text FROM catalog_product WHERE id = ANY(%s)",
+            [[p.pk for p in products]],
+        )
+        after = dict(cursor.fetchall())
+    # Every row moved (the writer's version, then the batch's).
+    assert all(after[pk] != before[pk] for pk in before)
+    assert set(Product.objects.filter(pk__in=before).values_list("shop_quantity", flat=True)) == {7}
+    history = ProductHistory.objects.filter(product__in=products, field="shop_quantity")
+    assert sorted(history.values_list("old_value", "new_value")) == sorted(
+        (str(p.shop_quantity + 1000), "7") for p in products
+    )
