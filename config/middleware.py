@@ -224,8 +224,8 @@ class LargeBodyGcPauseMiddleware:
 
     def __call__(self, request):
         if self._pending:
-            # A response that was never closed (every WSGI server closes them): collection
-            # must not stay off for good.
+            # A response not closed yet: never closed (every WSGI server closes them), or,
+            # with threads, another request began meanwhile. Collection must not stay off.
             self._resume()
         try:
             large = int(request.META.get("CONTENT_LENGTH") or 0) >= GC_PAUSE_BODY_BYTES

@@ -40,7 +40,8 @@ def history_rows(moved: Iterable[tuple[ProductItem, tuple]]) -> list[tuple]:
 def _history_sql() -> str:
     """The history rows of the tracked fields that change, written by the database from the
     temporary table `{source}` of the update: each product's new values and, as
-    `core.bulk.previous_column`, the values its locked row held (`history_previous`).
+    `core.bulk.previous_column`, the tracked values its locked row held (`bulk_update_rows`'
+    `previous`).
 
     Each value as `ProductHistory.value_text` writes it: decimals without trailing zeros
     (`trim_scale`), the rest as text.

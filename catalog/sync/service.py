@@ -95,8 +95,7 @@ def sync_call(request: SyncInput) -> SyncResult:
             and all(p.loc[:1] == ("body",) for p in body.problems)
         ):
             replayed = idempotency.replay_of_applied(
-                call,
-                body_hash=idempotency.body_hash(body.data, raw=request.raw),
+                call, body_hash=idempotency.body_hash(body.data, raw=request.raw)
             )
             if replayed is not None:
                 return replayed
