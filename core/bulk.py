@@ -145,7 +145,7 @@ def select_rows(
     where_in: tuple[str, Sequence[Any]],
     order_by: str,
     lock: bool = False,
-    computed: Mapping[str, tuple[str, Sequence[Any]]] | None = None,
+    computed: Mapping[str, tuple] | None = None,
     location: bool = False,
 ) -> list[tuple]:
     """Rows of `field_names` whose `where_in` field is one of the given values.
@@ -154,7 +154,9 @@ def select_rows(
     quotes much faster than thousands of separate IN parameters. `lock` takes FOR NO KEY
     UPDATE row locks in `order_by` order. `computed` reads an SQL expression (with its
     parameters; `{column}` stands for the field's column) in place of a field, as it comes.
-    `location` (PostgreSQL, with `lock`) adds the row's place in the table (its `ctid`, as text)
+    A computed entry may carry a third element, True, when its value is the field's own (or
+    null): it is then converted as the field is. `location` (PostgreSQL, with `lock`) adds the
+    row's place in the table (its `ctid`, as text)
     after the fields: `bulk_update_rows` finds a row by it while the lock holds it there.
     """
     field, values = where_in
@@ -164,7 +166,7 @@ def select_rows(
     for name in field_names:
         column = _qn(model._meta.get_field(name).column)
         if name in computed:
-            expression, expression_params = computed[name]
+            expression, expression_params = computed[name][:2]
             selected.append(expression.format(column=column))
             params.extend(map(_plain_value, expression_params))
         else:
@@ -193,7 +195,7 @@ def select_rows(
     # The conversions the ORM would apply (SQLite's decimals and booleans; none on PostgreSQL).
     converters = []
     for index, name in enumerate(field_names):
-        if name in computed:
+        if name in computed and computed[name][2:3] != (True,):
             continue
         f = model._meta.get_field(name)
         expression = Col(model._meta.db_table, f)

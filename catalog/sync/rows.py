@@ -44,7 +44,7 @@ def read_fields(*, dry_run: bool, posted_at) -> tuple[str, ...]:
     return READ if posted_at is None else READ_WITH_CATALOGUE
 
 
-def row_computed(posted_at, *, catalogue: bool) -> dict[str, tuple[str, list]]:
+def row_computed(posted_at, *, catalogue: bool) -> dict[str, tuple]:
     """`core.bulk.select_rows`'s `computed` for the locked read: POSTED_AT as described above,
     and, for READ_WITH_CATALOGUE (`catalogue`), the untracked fields only where the product
     holds the request's time (null elsewhere)."""
@@ -59,7 +59,11 @@ def row_computed(posted_at, *, catalogue: bool) -> dict[str, tuple[str, list]]:
     }
     if posted_at is not None and catalogue:
         for name in UNTRACKED_FIELDS:
-            computed[name] = (f"CASE WHEN {time_column} = {value} THEN {{column}} END", [posted_at])
+            computed[name] = (
+                f"CASE WHEN {time_column} = {value} THEN {{column}} END",
+                [posted_at],
+                True,  # the field's own value: converted as the field is (SQLite)
+            )
     return computed
 
 

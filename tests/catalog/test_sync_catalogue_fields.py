@@ -2,6 +2,8 @@
 written, whether its items send those fields or leave them out."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from catalog.models import Product, ProductHistory
 from tests.factories import ProductFactory, full_item
@@ -17,8 +19,11 @@ def _stock_only(index: int) -> dict:
     return {name: value for name, value in full_item(index).items() if name in STOCK}
 
 
-def _batch(products: list[dict]) -> dict:
-    return {"products": products, "sync_context": {"source_type": "manual", "posted_at": POSTED}}
+def _batch(products: list[dict], posted_at: str | None = POSTED) -> dict:
+    context = {"source_type": "manual"}
+    if posted_at is not None:
+        context["posted_at"] = posted_at
+    return {"products": products, "sync_context": context}
 
 
 @pytest.fixture
@@ -49,7 +54,10 @@ def test_items_that_leave_the_catalogue_out_change_nothing(api_client, catalogue
     )
 
 
-def test_only_the_products_whose_catalogue_changes_are_written(api_client, catalogue):
+# With the products' own document time, the catalogue fields come with the locked rows; without
+# a document time they are read afterwards (catalog.sync.rows.read_fields): the same outcome.
+@pytest.mark.parametrize("posted_at", [POSTED, None], ids=["same document time", "no time"])
+def test_only_the_products_whose_catalogue_changes_are_written(api_client, catalogue, posted_at):
     before = _stamps()
     products = [
         _stock_only(0),
@@ -59,7 +67,7 @@ def test_only_the_products_whose_catalogue_changes_are_written(api_client, catal
         {**_stock_only(4), "name": None, "brand": None},
         {**full_item(5), "weight_kg": "9,45"},  # the same weight, spelled otherwise
     ]
-    response = post_sync(api_client, _batch(products))
+    response = post_sync(api_client, _batch(products, posted_at))
     assert response.status_code == 200
     after = _stamps()
     changed = {code for code in after if after[code] != before[code]}
@@ -67,3 +75,22 @@ def test_only_the_products_whose_catalogue_changes_are_written(api_client, catal
     assert Product.objects.get(stock_code="SC-000002").brand == "Southway"
     assert Product.objects.get(stock_code="SC-000003").season == "summer"
     assert Product.objects.get(stock_code="SC-000004").brand == "Nordway"
+
+
+def test_a_document_sent_again_reads_its_products_once(api_client, catalogue):
+    """With the products' own document time, their catalogue fields come with the locked read:
+    no second read of the products, and no update sent for products where nothing differs."""
+    with CaptureQueriesContext(connection) as queries:
+        response = post_sync(api_client, _batch([full_item(i) for i in range(6)]))
+    assert response.status_code == 200
+    reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and 'FROM "catalog_product"' in q["sql"]
+    ]
+    assert len(reads) == 1, reads
+    # Nothing differs, so nothing is sent to be written either.
+    # (A statement run for many rows is logged as "<n> times: UPDATE ...".)
+    writes = [q["sql"] for q in queries.captured_queries if 'UPDATE "catalog_product" ' in q["sql"]]
+    assert writes == []
+    assert response.json()["products_updated"] == 6
