@@ -5,7 +5,8 @@ hold a small catalogue only. A benchmark that measures the service on a large ca
 this one instead: its own cluster in a folder of its own (kept between runs, so a large
 database built once can be reused), on a free loopback port, with the memory and checkpoint
 settings of the deployment guide, started and stopped by PID. Debian's PostgreSQL binaries;
-the server runs as the `postgres` user (it refuses root).
+the server runs as the `postgres` user when the benchmark runs as root (PostgreSQL refuses
+root), else as the benchmark's own user.
 """
 
 from __future__ import annotations
@@ -60,19 +61,17 @@ def _free_port() -> int:
 
 
 def _as_server_user(*command: str) -> subprocess.CompletedProcess:
-    user = pwd.getpwnam(SERVER_USER)
+    """Run a server command; as the `postgres` user when this runs as root (the server
+    refuses root), else as whoever runs the benchmark."""
+    demote = None
+    if os.getuid() == 0:
+        user = pwd.getpwnam(SERVER_USER)
 
-    def demote() -> None:
-        os.setgid(user.pw_gid)
-        os.setuid(user.pw_uid)
+        def demote() -> None:
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
 
-    return subprocess.run(
-        command,
-        check=True,
-        capture_output=True,
-        text=True,
-        preexec_fn=demote if os.getuid() == 0 else None,
-    )
+    return subprocess.run(command, check=True, capture_output=True, text=True, preexec_fn=demote)
 
 
 @contextlib.contextmanager
@@ -81,9 +80,11 @@ def own_server(folder: Path = DEFAULT_DIR) -> Iterator[str]:
     `postgres` database; stop it afterwards."""
     bin_dir = _binaries()
     data = folder / "data"
-    user = pwd.getpwnam(SERVER_USER)
     folder.mkdir(parents=True, exist_ok=True)
-    os.chown(folder, user.pw_uid, user.pw_gid)
+    if os.getuid() == 0:
+        # Run as root (CI): the folder is the server user's; anyone else runs it as themselves.
+        user = pwd.getpwnam(SERVER_USER)
+        os.chown(folder, user.pw_uid, user.pw_gid)
     if not (data / "PG_VERSION").exists():
         if data.exists():
             shutil.rmtree(data)  # an initdb that did not finish
