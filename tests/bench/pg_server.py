@@ -15,11 +15,12 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.e2e.live_service import free_port
 
 DEFAULT_DIR = Path(os.environ.get("BENCH_PG_DIR", "/var/tmp/stock-sync-bench-pg"))
 SERVER_USER = "postgres"
@@ -54,12 +55,6 @@ def _binaries() -> Path:
     return versions[-1].parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _as_server_user(*command: str) -> subprocess.CompletedProcess:
     """Run a server command; as the `postgres` user when this runs as root (the server
     refuses root), else as whoever runs the benchmark."""
@@ -89,7 +84,7 @@ def own_server(folder: Path = DEFAULT_DIR) -> Iterator[str]:
         if data.exists():
             shutil.rmtree(data)  # an initdb that did not finish
         _as_server_user(str(bin_dir / "initdb"), "-D", str(data), "-U", SERVER_USER, "--auth=trust")
-    port = _free_port()
+    port = free_port()
     options = " ".join(f"-c {name}={value}" for name, value in production_settings().items())
     log = folder / "server.log"
     _as_server_user(
