@@ -24,8 +24,10 @@ from catalog.sync.rows import (
     row_pk,
     row_tracked,
     row_untracked,
+    row_values,
     tracked_values,
     untracked_values,
+    values_read,
 )
 from core.bulk import select_rows
 
@@ -102,9 +104,32 @@ def changes(
     """
     # Compared a whole list at a time (map, compress: the loops run in C); a batch where
     # nothing changes compares 5000 products.
-    located_at = _location if located else _nowhere
     sent = [item.__dict__ for item, _ in matched]
     rows = [row for _, row in matched]
+    if posted_at is not None:
+        # A product that holds the request's time was read with all its fields: when every
+        # value sent equals the stored one (one comparison of whole tuples), nothing changes.
+        # The others (a value differs, or an optional field was not sent) are compared below.
+        held = list(map(operator.eq, map(_row_time, rows), itertools.repeat(SAME)))
+        if any(held):
+            equal = iter(
+                list(
+                    map(
+                        operator.eq,
+                        map(values_read, itertools.compress(sent, held)),
+                        map(row_values, itertools.compress(rows, held)),
+                    )
+                )
+            )
+            compared = [is_held and next(equal) for is_held in held]
+            if all(compared):
+                return [], []
+            if any(compared):
+                left = list(map(operator.not_, compared))
+                matched = list(itertools.compress(matched, left))
+                sent = list(itertools.compress(sent, left))
+                rows = list(itertools.compress(rows, left))
+    located_at = _location if located else _nowhere
     same = list(map(operator.eq, map(tracked_values, sent), map(row_tracked, rows)))
     if posted_at is not None:
         same = [equal and row[POSTED_AT] == SAME for equal, row in zip(same, rows, strict=True)]

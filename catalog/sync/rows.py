@@ -71,7 +71,10 @@ def row_computed(posted_at, *, catalogue: bool) -> dict[str, tuple]:
 tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 untracked_values = operator.itemgetter(*UNTRACKED_FIELDS)
 all_values = operator.itemgetter(*VALUE_FIELDS)
+# The value fields in the order a read row holds them (READ_WITH_CATALOGUE).
+values_read = operator.itemgetter(*TRACKED_FIELDS, *UNTRACKED_FIELDS)
 # Of a read row.
 row_tracked = operator.itemgetter(slice(VALUES, TRACKED_END))
 row_untracked = operator.itemgetter(slice(TRACKED_END, TRACKED_END + len(UNTRACKED_FIELDS)))
+row_values = operator.itemgetter(slice(VALUES, TRACKED_END + len(UNTRACKED_FIELDS)))
 row_pk = operator.itemgetter(0)

@@ -94,3 +94,36 @@ def test_a_document_sent_again_reads_its_products_once(api_client, catalogue):
     writes = [q["sql"] for q in queries.captured_queries if 'UPDATE "catalog_product" ' in q["sql"]]
     assert writes == []
     assert response.json()["products_updated"] == 6
+
+
+def test_a_document_sent_again_writes_only_the_products_that_hold_another_time(
+    api_client, catalogue
+):
+    """Products that hold the document's time and every value it sends are left alone; one
+    that holds an earlier time takes the document's, and one whose stock moved since (staff,
+    an import) takes the document's values again."""
+    earlier = "2026-02-01T10:00:00+00:00"
+    Product.objects.filter(stock_code__in=["SC-000003", "SC-000004"]).update(posted_at=earlier)
+    Product.objects.filter(stock_code="SC-000005").update(shop_quantity=999)
+    before, history = _stamps(), ProductHistory.objects.count()
+
+    response = post_sync(api_client, _batch([full_item(i) for i in range(6)]))
+
+    assert response.status_code == 200
+    assert response.json()["products_updated"] == 6
+    after = _stamps()
+    assert {code for code in after if after[code] != before[code]} == {
+        "SC-000003",
+        "SC-000004",
+        "SC-000005",
+    }
+    times = dict(Product.objects.values_list("stock_code", "posted_at"))
+    assert {t.isoformat() for t in times.values()} == {POSTED}
+    assert Product.objects.get(stock_code="SC-000005").shop_quantity == full_item(5)[
+        "shop_quantity"
+    ]
+    # Only a tracked field that moves is history: the quantity, not the time.
+    added = ProductHistory.objects.order_by("id")[history:]
+    assert [(h.product.stock_code, h.field, h.old_value) for h in added] == [
+        ("SC-000005", "shop_quantity", "999")
+    ]

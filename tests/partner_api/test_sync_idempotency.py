@@ -15,7 +15,7 @@ from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHi
 from catalog.sync.pause import sync_pause_set
 from partner_api.keys import api_key_create
 from tests.factories import ProductFactory
-from tests.partner_api.sync_helpers import SYNC_URL, item, post_sync, put_item
+from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, post_sync, put_item
 
 pytestmark = pytest.mark.django_db
 
@@ -223,3 +223,32 @@ def test_a_reserialised_retry_of_an_applied_request_is_replayed_while_paused(api
     assert other.json()["success"] is False
     outcomes = list(SyncAudit.objects.order_by("id").values_list("outcome", flat=True))
     assert outcomes == ["applied", "replayed", "paused"]
+
+
+def test_a_retry_of_an_applied_item_whose_key_names_no_product_now_is_replayed(api_client):
+    # The claim is taken after the products are read and locked, but before the items' keys
+    # are judged: a retry of an applied request is its original answer, even when its key now
+    # names no product (a fresh request with that key is refused, and its key recorded).
+    product = ProductFactory(stock_code="A", ean="", shop_quantity=10)
+    body = item("A", shop_quantity=3, request_id="SALE-1")
+    first = put_item(api_client, body)
+    assert first.status_code == 200
+    product.stock_code = "A-RENAMED"
+    product.save(update_fields=["stock_code"])
+
+    # Not the same bytes (so not the raw-body shortcut): the claim finds the stored answer.
+    retry = api_client.put(
+        reverse(ITEM_URL),
+        data=_reordered(body),
+        content_type="application/json",
+    )
+
+    assert retry.status_code == 200, retry.content
+    assert retry["Idempotent-Replayed"] == "true"
+    assert retry.json() == first.json()
+    assert not PendingProduct.objects.exists()
+    outcomes = list(SyncAudit.objects.order_by("id").values_list("outcome", flat=True))
+    assert outcomes == ["applied", "replayed"]
+    fresh = put_item(api_client, {**body, "request_id": "SALE-2"})
+    assert fresh.status_code == 400
+    assert PendingProduct.objects.get().stock_code == "A"
