@@ -119,9 +119,9 @@ def test_a_document_sent_again_writes_only_the_products_that_hold_another_time(
     }
     times = dict(Product.objects.values_list("stock_code", "posted_at"))
     assert {t.isoformat() for t in times.values()} == {POSTED}
-    assert Product.objects.get(stock_code="SC-000005").shop_quantity == full_item(5)[
-        "shop_quantity"
-    ]
+    assert (
+        Product.objects.get(stock_code="SC-000005").shop_quantity == full_item(5)["shop_quantity"]
+    )
     # Only a tracked field that moves is history: the quantity, not the time.
     added = ProductHistory.objects.order_by("id")[history:]
     assert [(h.product.stock_code, h.field, h.old_value) for h in added] == [
