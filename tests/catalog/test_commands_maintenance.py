@@ -11,7 +11,14 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework_api_key.models import APIKey
 
-from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
+from catalog.models import (
+    IdempotencyRecord,
+    PendingProduct,
+    Product,
+    ProductHistory,
+    Reservation,
+    SyncAudit,
+)
 from catalog.selectors import sync_dashboard_figures
 from catalog.sync.pause import sync_pause_set
 from partner_api.keys import api_key_create
@@ -153,6 +160,26 @@ def test_purge_removes_old_audits_their_history_and_expired_idempotency_records(
     assert list(IdempotencyRecord.objects.all()) == [fresh_record]
     # The products themselves stay.
     assert Product.objects.count() == 5
+
+
+def test_purge_keeps_the_reservations_an_old_audit_consumed():
+    # The reservation's link to the sync call that consumed it has no database constraint:
+    # the purge itself lets go of it, and the reservation stays, consumed.
+    old = SyncAuditFactory(created_at=ago(days=40))
+    reservation = Reservation.objects.create(
+        product=ProductFactory(),
+        order=OrderFactory(),
+        quantity=2,
+        state=Reservation.State.CONSUMED,
+        sync_audit=old,
+    )
+
+    run("purge_sync_audits", "--older-than", "30")
+
+    assert not SyncAudit.objects.exists()
+    reservation.refresh_from_db()
+    assert reservation.state == Reservation.State.CONSUMED
+    assert reservation.sync_audit_id is None
 
 
 def test_purge_removes_old_resolved_and_dismissed_pending_keys_never_open_ones():

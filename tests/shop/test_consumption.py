@@ -188,6 +188,51 @@ class TestNotConsumed:
         assert Order.objects.get(pk=order_id).stock_booked_at is None
 
 
+def test_a_batch_consumes_only_what_its_time_includes_and_reserved_is_what_stays_open(
+    api_client, shop_client
+):
+    """Several orders per product: the batch consumes those booked by its document time and
+    takes exactly their units off `reserved`; an order booked later and one the partner system
+    has not acknowledged stay open and reserved."""
+    first, second = ProductFactory(shop_quantity=50), ProductFactory(shop_quantity=50)
+    orders = {}
+    for name, lines, booked in (
+        ("early", [line(first, 2), line(second, 5)], "2026-11-20T08:00:00+00:00"),
+        ("on time", [line(first, 3)], BOOKED),
+        ("later", [line(first, 4)], "2026-11-20T11:00:00+00:00"),
+        ("unacknowledged", [line(second, 6)], None),
+    ):
+        response = place(shop_client, order_body(*lines, number=f"W-{name}"))
+        assert response.status_code == 201, response.json()
+        orders[name] = response.json()["order_id"]
+        if booked is not None:
+            assert acknowledge(api_client, orders[name], stock_booked_at=booked).status_code == 200
+    assert (state(first)[1], state(second)[1]) == (9, 11)
+
+    body = {
+        "products": [item(first, 40), item(second, 45)],
+        "sync_context": {"source_type": "stock_issue", "posted_at": BOOKED},
+    }
+    assert api_client.post(SYNC, body, format="json").status_code == 200
+
+    assert state(first) == (40, 4, 36)
+    assert state(second) == (45, 6, 39)
+    states = {
+        (name, product_id): reservation_state
+        for name, order_id in orders.items()
+        for product_id, reservation_state in Reservation.objects.filter(
+            order_id=order_id
+        ).values_list("product_id", "state")
+    }
+    assert states == {
+        ("early", first.pk): "consumed",
+        ("early", second.pk): "consumed",
+        ("on time", first.pk): "consumed",
+        ("later", first.pk): "open",
+        ("unacknowledged", second.pk): "open",
+    }
+
+
 def test_import_products_and_staff_edits_consume_nothing(api_client, order_id, product, tmp_path):
     import json
 
