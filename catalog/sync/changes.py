@@ -129,10 +129,12 @@ def changes(
                 matched = list(itertools.compress(matched, left))
                 sent = list(itertools.compress(sent, left))
                 rows = list(itertools.compress(rows, left))
+                held = list(itertools.compress(held, left))
     located_at = _location if located else _nowhere
     same = list(map(operator.eq, map(tracked_values, sent), map(row_tracked, rows)))
     if posted_at is not None:
-        same = [equal and row[POSTED_AT] == SAME for equal, row in zip(same, rows, strict=True)]
+        # Tracked fields and time both stay.
+        same = list(map(operator.and_, same, held))
     kept = list(itertools.compress(map(row_pk, rows), same))
     if not kept:
         # The usual batch of new stock levels: every product is written.

@@ -10,7 +10,13 @@ from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product
 from catalog.pending import lock_stock_codes
 from catalog.schemas import ProductItem
-from catalog.sync.rows import READ, READ_WITH_CATALOGUE, row_computed
+from catalog.sync.rows import (
+    READ,
+    READ_WITH_CATALOGUE,
+    item_ean,
+    item_stock_code,
+    row_computed,
+)
 from core.bulk import select_rows
 from core.problems import Problem
 
@@ -85,8 +91,6 @@ def resolve(
     return resolution
 
 
-_ean = operator.attrgetter("ean")
-_stock_code = operator.attrgetter("stock_code")
 _row_key = operator.itemgetter(1, 2)
 
 
@@ -97,11 +101,11 @@ def _all_found_by_pair(items: Sequence[ProductItem], rows: list[tuple]) -> list 
     Keys are unique within a batch and (ean, stock_code) within the catalogue, so such items
     name as many different products: nothing is unknown, ambiguous or claimed twice.
     """
-    eans = list(map(_ean, items))
+    eans = list(map(item_ean, items))
     if not all(eans):
         return None
     by_key = dict(zip(map(_row_key, rows), rows, strict=True))
-    found = list(map(by_key.get, zip(eans, map(_stock_code, items), strict=True)))
+    found = list(map(by_key.get, zip(eans, map(item_stock_code, items), strict=True)))
     if None in found:
         return None
     return list(zip(items, found, strict=True))

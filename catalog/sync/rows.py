@@ -67,7 +67,10 @@ def row_computed(posted_at, *, catalogue: bool) -> dict[str, tuple]:
     return computed
 
 
-# Of an item's __dict__ (a whole list at a time, with map).
+# Of an item (a whole list at a time, with map).
+item_ean = operator.attrgetter("ean")
+item_stock_code = operator.attrgetter("stock_code")
+# Of an item's __dict__.
 tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 untracked_values = operator.itemgetter(*UNTRACKED_FIELDS)
 all_values = operator.itemgetter(*VALUE_FIELDS)

@@ -3,7 +3,6 @@ keys (the import checks repeated keys too), and the problem of a single item's u
 
 from __future__ import annotations
 
-import operator
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -11,10 +10,8 @@ from django.conf import settings
 
 from catalog.models import PendingProduct
 from catalog.schemas import ProductItem
+from catalog.sync.rows import item_ean, item_stock_code
 from core.problems import Problem
-
-_ean = operator.attrgetter("ean")
-_stock_code = operator.attrgetter("stock_code")
 
 
 def sync_max_items() -> int:
@@ -38,10 +35,10 @@ def sync_limit_problem(count: int) -> Problem | None:
 def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
     """A problem for every item whose key another item of the batch has too."""
     # item.key of every item, without a property call each.
-    eans = list(map(_ean, items))
+    eans = list(map(item_ean, items))
     if not all(eans):
         eans = [ean or "" for ean in eans]
-    keys = list(zip(eans, map(_stock_code, items), strict=True))
+    keys = list(zip(eans, map(item_stock_code, items), strict=True))
     if len(set(keys)) == len(keys):
         return []
     positions: dict[tuple[str, str], list[int]] = defaultdict(list)
