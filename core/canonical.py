@@ -60,15 +60,19 @@ def _dumps(value: Any, *, exact: bool = False) -> bytes:
 
 
 def _without_rewriting(data: Any, raw: bytes) -> bytes | None:
-    """`data`'s canonical bytes, written without walking it, when the bytes show that the walk
-    would change nothing; else None.
+    """`data`'s canonical bytes, written without walking it, when the bytes show what the walk
+    would change; else None.
 
     The walk rewrites integral floats and refuses numbers that are not finite. orjson writes
     an integral float below 1e16 as "10.0" and every float from 1e16 on with "e+"; no other
-    float ends in ".0" or has "e+". It writes a number that is not finite as null, so the
-    document holds one exactly when the bytes written hold more "null"s than the bytes parsed
-    (a "null" in a string is written as it was read; one spelled with an escape only makes the
-    count differ). Each test may also fire on the text of a string: then the walk decides.
+    float ends in ".0" or has "e+". So an integral float below 1e16 is a ".0" before a comma
+    or a closing bracket, outside strings, and the walk's bytes are orjson's without that ".0"
+    (10.0 is written 10). Outside strings means after an even number of quotes, when the bytes
+    hold no backslash (no escaped quote). -0.0, which the walk writes 0, is left to the walk.
+    orjson writes a number that is not finite as null, so the document holds one exactly when
+    the bytes written hold more "null"s than the bytes parsed (a "null" in a string is written
+    as it was read; one spelled with an escape only makes the count differ). Each test may also
+    fire on the text of a string: then the walk decides.
     """
     try:
         written = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
@@ -76,16 +80,35 @@ def _without_rewriting(data: Any, raw: bytes) -> bytes | None:
         return None
     # Patterns, not bytes.find: the regular expression engine finds these in a fraction of
     # the time (a two-byte needle whose first byte is frequent is find's slow case).
-    if (
-        _INTEGRAL_FLOAT_END.search(written)
-        or written.endswith(b".0")
-        or (b"+" in written and _LARGE_FLOAT.search(written))
-    ):
+    if written.endswith(b".0") or (b"+" in written and _LARGE_FLOAT.search(written)):
         return None
     nulls = written.count(b"null")
     if nulls and nulls != raw.count(b"null"):
         return None
+    if _INTEGRAL_FLOAT_END.search(written):
+        return _integral_floats_as_integers(written)
     return written
+
+
+def _integral_floats_as_integers(written: bytes) -> bytes | None:
+    """orjson's `written` with each integral float's ".0" left out (see `_without_rewriting`);
+    None when that cannot be told from the bytes."""
+    if b"\\" in written:
+        return None
+    pieces = []
+    start = counted = quotes = 0
+    for found in _INTEGRAL_FLOAT_END.finditer(written):
+        end = found.start()
+        quotes += written.count(b'"', counted, end)
+        counted = end
+        if quotes & 1:
+            continue  # in a string
+        if written[end - 2 : end] == b"-0":
+            return None  # -0.0
+        pieces.append(written[start:end])
+        start = end + 2
+    pieces.append(written[start:])
+    return b"".join(pieces)
 
 
 def _numbers_by_value(value: Any) -> Any:

@@ -38,16 +38,24 @@ def item_fields() -> tuple[str, ...]:
 
 
 def full_item(index: int, quantity: int, *, prices_move: bool = False) -> dict:
-    """The test suite's fully populated item, with the benchmark's key and a chosen quantity."""
+    """The test suite's fully populated item, with the benchmark's key and a chosen quantity.
+
+    Each item has its own prices and weight, as in a real catalogue: the service keeps the
+    Decimals of the numbers it has read (`catalog.schemas._ColumnDecimals`), and one price
+    for every item would flatter it. When prices move they move to prices never sent before
+    (each quantity its own hundred): every price of such a batch is new to the service.
+    """
     from tests.factories import full_item as populated_item
 
-    shift = quantity if prices_move else 0
+    shift = 100 * quantity if prices_move else 0
+    cents = index % 5000
     return populated_item(
         index,
         stock_code=f"BENCH-{index:06d}",
         shop_quantity=quantity,
-        catalog_price=120.5 + (shift % 7),
-        eshop_price=99.9 + (shift % 5),
+        catalog_price=round(20 + cents / 100 + shift, 2),
+        eshop_price=round(70 + cents / 100 + shift, 2),
+        weight_kg=round(5 + cents / 1000, 3),
     )
 
 

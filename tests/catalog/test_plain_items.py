@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog.schemas import (
+    _PRICES,
+    _WEIGHTS,
     Ean,
     ProductItem,
     StockCode,
@@ -306,6 +308,27 @@ def test_the_plain_form_decides_plain_items_and_leaves_the_others_as_sent():
     assert type(validated[0]) is ProductItem
     assert validated[0] == ProductItem.model_validate(plain)
     assert validated[1:] == [number_as_text, key_to_strip]
+
+
+@pytest.mark.parametrize("field", ["catalog_price", "weight_kg"])
+def test_a_number_seen_before_gives_what_the_full_rules_give(field):
+    # The plain form keeps the Decimal of each number it has read; equal keys are not always the
+    # same Decimal (5 and 5.0, 0.0 and -0.0), and a number that did not fit never fits later.
+    numbers = [5, 5.0, 5, 5.0, 0.0, -0.0, 0.0, 0, -0.0, 120.5, 120.5, Number(120.5)]
+    numbers += [1e-4, 1e-4, -1.5, -1.5, 1e10, 1e10, 10**6, 10**6, 2.25, 2.25]
+    for number in numbers:
+        assert_same_as_full_rules([full_item(1, **{field: number})])
+        assert_same_as_full_rules([full_item(2), full_item(3, **{field: number})])
+
+
+def test_the_numbers_kept_are_bounded():
+    decimals = _PRICES[float]
+    size = decimals._size
+    for cents in range(size + 10):
+        decimals[round(10 + cents / 100, 2)]
+    assert 0 < len(decimals) <= size
+    assert decimals[12.34] == Decimal("12.34")
+    assert len(_WEIGHTS[int]) <= _WEIGHTS[int]._size
 
 
 def test_the_benchmark_s_items_are_in_the_plain_form():

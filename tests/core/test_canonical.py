@@ -24,6 +24,10 @@ DOCUMENTS = [
     '{"z": 2, "a": {"c": 1, "b": [{"y": 1.0, "x": 2}]}}',
     '{"huge": 123456789012345678901234567890}',
     '{"name": "\\u00e9\\n\\t\\"", "n": 4.006381333931e12}',
+    '{"prices": [100.0, 99.9, 5.0], "weight": 9.0, "text": "a,5.0] b\\"5.0,"}',
+    '{"text": "5.0,", "n": 5.0, "m": {"x.0}": [7.0]}}',
+    '{"a": [-0.0, 1.0], "b": -10.0}',
+    '[1.0, "1.0,", 2.0]',
 ]
 
 
@@ -40,6 +44,17 @@ def test_a_plain_body_takes_the_short_way(monkeypatch):
     raw = b'{"b": [1, 2.5, "x", null], "a": "text"}'
     monkeypatch.setattr(core.canonical, "_numbers_by_value", _walk_not_expected)
     assert canonical_json(parse_json(raw), raw=raw) == b'{"a":"text","b":[1,2.5,"x",null]}'
+
+
+def test_integral_floats_take_the_short_way(monkeypatch):
+    import core.canonical
+
+    raw = b'{"p": [100.0, 99.9, -5.0], "t": "x 5.0, y", "u": {"w": 9.0}, "v": 3.0}'
+    monkeypatch.setattr(core.canonical, "_numbers_by_value", _walk_not_expected)
+    assert (
+        canonical_json(parse_json(raw), raw=raw)
+        == b'{"p":[100,99.9,-5],"t":"x 5.0, y","u":{"w":9},"v":3}'
+    )
 
 
 def _walk_not_expected(value):
