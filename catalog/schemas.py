@@ -7,6 +7,7 @@ work in compiled code, which keeps a 5000-item batch cheap to validate.
 
 from decimal import Context, Decimal, DecimalException, Inexact, InvalidOperation
 from enum import StrEnum
+from operator import attrgetter
 from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import (
@@ -353,7 +354,8 @@ _PLAIN_FIELDS: dict[str, Any] = {
     "weight_kg": _plain_number(_WEIGHTS) | None,
 }
 # TextFromNumbers' rule (no number that is not finite, in any field) holds in the plain form
-# without a check: only prices and weight take numbers there, finite ones, and no unknown field
+# without a check: only prices and weight take numbers there, finite ones, and an item with an
+# unknown field is not in the plain form (`_prevalidate_chunk`)
 # is taken.
 _RULES_PLAIN_FORM_KEEPS = frozenset({"_refuse_non_finite_numbers"})
 
@@ -384,7 +386,9 @@ def _plain_item_schema() -> core_schema.CoreSchema:
         fields[name] = (annotation, ... if info.is_required() else info.default)
     if unknown_rules or decorators.field_validators or decorators.field_serializers:
         raise TypeError(f"ProductItem's plain form does not know the rules of {unknown_rules}")
-    config = ConfigDict(ProductItem.model_config, extra="forbid", coerce_numbers_to_str=False)
+    # Unknown fields ignored, as ProductItem does; an item that sent one is then told by its
+    # number of fields (`_prevalidate_chunk`). Looking each name up costs less than forbidding.
+    config = ConfigDict(ProductItem.model_config, extra="ignore", coerce_numbers_to_str=False)
     plain = create_model("PlainProductItem", __config__=config, **fields)
     schema = plain.__pydantic_core_schema__
     if schema["type"] != "model":
@@ -426,9 +430,35 @@ _PLAIN_ITEMS_NUL_FREE = _schema_validator(_without_nul_checks(_PLAIN_ITEMS_SCHEM
 
 
 def _prevalidate_chunk(items: list[Any], validator: SchemaValidator) -> tuple[list[Any], int]:
-    """The items with those in the plain form validated, and how many of them were."""
+    """The items with those in the plain form validated, and how many of them were.
+
+    An item validated by the plain form is in it when it sent no unknown field: when it has as
+    many fields as the ProductItem made of it was given (the plain form ignores unknown fields,
+    but such a field may hold a number that is not finite, which the full rules refuse). An item
+    sent as a ready-made ProductItem is passed on as it came either way.
+    """
     validated = validator.validate_python(items)
-    return validated, list(map(type, validated)).count(ProductItem)
+    if (
+        list(map(type, validated)).count(ProductItem) == len(items)
+        and list(map(type, items)).count(dict) == len(items)
+        and list(map(len, items)) == list(map(len, map(_fields_set, validated)))
+    ):
+        return validated, len(items)
+    kept = list(map(_plain_or_sent, items, validated))
+    return kept, sum(item is not sent for item, sent in zip(kept, items, strict=True))
+
+
+_fields_set = attrgetter("__pydantic_fields_set__")
+
+
+def _plain_or_sent(sent: Any, validated: Any) -> Any:
+    if validated.__class__ is ProductItem and (
+        sent.__class__ is not dict or len(sent) != len(validated.__pydantic_fields_set__)
+    ):
+        # An unknown field, or not a dict (a ProductItem sent is the one validated): the full
+        # rules decide.
+        return sent
+    return validated
 
 
 # Items are tried in the plain form by chunks: a sender whose items are mostly in another form
