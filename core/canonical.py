@@ -29,14 +29,22 @@ class NotCanonical(ValueError):
     """The document holds a number JSON cannot carry (infinity from an overflowing 1e309)."""
 
 
-def canonical_json(data: Any, *, raw: bytes | None = None) -> bytes:
+def canonical_json(
+    data: Any, *, raw: bytes | None = None, sorted_bytes: bytes | None = None
+) -> bytes:
     """`data` (parsed JSON) as canonical bytes: sorted keys, compact, numbers by value.
 
     A document this cannot rewrite (a number that is not finite, nesting deeper than the walk
     goes) is written as parsed, sorted: still exact, only blind to number spelling. `raw`, the
-    bytes `data` was parsed from, lets most documents skip the walk (`_without_rewriting`).
+    bytes `data` was parsed from, lets most documents skip the walk (`_without_rewriting`);
+    `sorted_bytes`, orjson's bytes of `data` with sorted keys when every number in it is finite
+    (as orjson parsed it: `partner_api.parsers.parse_json_sorted`), skip writing them too.
     """
-    if raw is not None:
+    if sorted_bytes is not None:
+        written = _rewritten(sorted_bytes)
+        if written is not None:
+            return written
+    elif raw is not None:
         written = _without_rewriting(data, raw)
         if written is not None:
             return written
@@ -78,12 +86,18 @@ def _without_rewriting(data: Any, raw: bytes) -> bytes | None:
         written = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return None
+    nulls = written.count(b"null")
+    if nulls and nulls != raw.count(b"null"):
+        return None
+    return _rewritten(written)
+
+
+def _rewritten(written: bytes) -> bytes | None:
+    """The walk's bytes from orjson's sorted bytes of a document whose numbers are all finite,
+    when the bytes show them (`_without_rewriting`); else None."""
     # Patterns, not bytes.find: the regular expression engine finds these in a fraction of
     # the time (a two-byte needle whose first byte is frequent is find's slow case).
     if written.endswith(b".0") or (b"+" in written and _LARGE_FLOAT.search(written)):
-        return None
-    nulls = written.count(b"null")
-    if nulls and nulls != raw.count(b"null"):
         return None
     if _INTEGRAL_FLOAT_END.search(written):
         return _integral_floats_as_integers(written)
@@ -143,7 +157,9 @@ def _unchanged(values) -> bool:
     return all(map(math.isfinite, floats)) and not any(map(float.is_integer, floats))
 
 
-def canonical_digest(data: Any, *, raw: bytes | None = None) -> str:
-    """sha256 of `data`'s canonical JSON: equal documents, equal digests. `raw`: the bytes
-    `data` was parsed from, when the caller has them (faster, same digest)."""
-    return hashlib.sha256(canonical_json(data, raw=raw)).hexdigest()
+def canonical_digest(
+    data: Any, *, raw: bytes | None = None, sorted_bytes: bytes | None = None
+) -> str:
+    """sha256 of `data`'s canonical JSON: equal documents, equal digests. `raw` and
+    `sorted_bytes` (see `canonical_json`), when the caller has them: faster, the same digest."""
+    return hashlib.sha256(canonical_json(data, raw=raw, sorted_bytes=sorted_bytes)).hexdigest()

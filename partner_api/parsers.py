@@ -1,5 +1,6 @@
 import json
 import re
+from dataclasses import dataclass
 
 import orjson
 from django.conf import settings
@@ -106,16 +107,39 @@ def _value_count_and_commas(raw: bytes) -> tuple[int, int]:
 
 def parse_json(raw: bytes) -> object:
     """Parse strict JSON: no NaN or Infinity, no duplicate keys, bounded nesting and size."""
+    return _parse(raw, sort=False).value
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A JSON text parsed (`parse_json_sorted`)."""
+
+    value: object
+    # orjson's bytes of `value` with its keys sorted, when orjson's parse was taken: then every
+    # number in `value` is finite. None when the exact parser decided.
+    sorted_bytes: bytes | None
+
+
+def parse_json_sorted(raw: bytes) -> Parsed:
+    """`parse_json`, with the bytes orjson writes of the value, keys sorted, when it has them
+    (what a canonical hash starts from: `core.canonical`); they cost a little more than the
+    unsorted bytes the parse writes anyway."""
+    return _parse(raw, sort=True)
+
+
+def _parse(raw: bytes, *, sort: bool) -> Parsed:
     count, commas = _value_count_and_commas(raw)
     if count > MAX_JSON_VALUES:
         raise exceptions.ParseError(
             f"JSON parse error - the body holds more than {MAX_JSON_VALUES} values"
         )
-    data = _parse_proven(raw, commas)
-    return _parse_exact(raw) if data is _UNDECIDED else data
+    proven = _parse_proven(raw, commas, sort=sort)
+    if proven is None:
+        return Parsed(_parse_exact(raw), None)
+    data, dumped = proven
+    return Parsed(data, dumped if sort else None)
 
 
-_UNDECIDED = object()
 # Maps every digit to "0" and every other byte to a space.
 _DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
 # How orjson writes a float of 1e16 or more (9.223372036854776e+18), and no smaller one. A
@@ -123,10 +147,11 @@ _DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
 _LARGE_FLOAT = re.compile(rb"e\+")
 
 
-def _parse_proven(raw: bytes, commas: int) -> object:
+def _parse_proven(raw: bytes, commas: int, *, sort: bool = False) -> tuple[object, bytes] | None:
     """The value of a JSON text as orjson parses it (in about half the time of the exact
-    parser), or _UNDECIDED when that is not proven to be what the exact parser returns; then,
-    and on every error, the exact parser decides, with its own messages.
+    parser), with the bytes orjson writes of it (keys sorted if `sort`), or None when that
+    value is not proven to be what the exact parser returns; then, and on every error, the
+    exact parser decides, with its own messages.
 
     orjson refuses all the exact parser refuses (NaN, Infinity, lone surrogates, invalid
     UTF-8), and more (an infinite number, nesting deeper than 1024), but keeps the last of
@@ -143,17 +168,17 @@ def _parse_proven(raw: bytes, commas: int) -> object:
     """
     try:
         data = orjson.loads(raw)
-        dumped = orjson.dumps(data)
+        dumped = orjson.dumps(data, option=orjson.OPT_SORT_KEYS if sort else None)
     except (ValueError, TypeError):  # orjson's JSONDecodeError and JSONEncodeError
-        return _UNDECIDED
+        return None
     if dumped.count(b",") != commas:  # a member lost to a duplicate name, or an escaped comma
-        return _UNDECIDED
+        return None
     if b"\\" in raw and (b"\\u002c" in raw or b"\\u002C" in raw):
-        return _UNDECIDED
+        return None
     # A "+" first: one byte, found at once; the pattern only where there is one.
     if b"+" in dumped and _LARGE_FLOAT.search(dumped) and b"0" * 19 in raw.translate(_DIGITS):
-        return _UNDECIDED
-    return data
+        return None
+    return data, dumped
 
 
 def _parse_exact(raw: bytes) -> object:
@@ -178,6 +203,12 @@ def _parse_exact(raw: bytes) -> object:
     return data
 
 
+# A view that hashes the body canonically puts this key in the parser context before the body
+# is read; the parser leaves there orjson's sorted bytes of the value, or None
+# (`parse_json_sorted`).
+SORTED_JSON = "sorted_json"
+
+
 class StrictJSONParser(parsers.JSONParser):
     """JSON parser that enforces the body size limit and strict JSON."""
 
@@ -195,4 +226,8 @@ class StrictJSONParser(parsers.JSONParser):
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
             raise RequestTooLarge(f"Request body exceeds the limit of {limit} bytes.")
+        if parser_context is not None and SORTED_JSON in parser_context:
+            parsed = parse_json_sorted(raw)
+            parser_context[SORTED_JSON] = parsed.sorted_bytes
+            return parsed.value
         return parse_json(raw)

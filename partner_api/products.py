@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from catalog.schemas import SyncContext
 from catalog.sync.audit import problems_summary, record_refusal
 from catalog.sync.call import SyncCall, SyncClient, SyncResult
+from catalog.sync.idempotency import names_a_request_id
 from catalog.sync.rules import sync_limit_problem
 from catalog.sync.service import SyncBody, SyncInput, sync_call
 from config.middleware import after_response_sent
@@ -34,6 +35,7 @@ from partner_api.base import (
 )
 from partner_api.exceptions import RequestInvalid, json_invalid
 from partner_api.middleware import note_request
+from partner_api.parsers import SORTED_JSON
 from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest, SyncResponse
 
 logger = logging.getLogger(__name__)
@@ -180,6 +182,10 @@ class SyncView(PartnerAPIView):
                 raise exceptions.UnsupportedMediaType(request.content_type)
             raise exceptions.ParseError("JSON parse error - the body is empty")
         problems = list(problems)
+        if raw is None or names_a_request_id(raw):
+            # The parser leaves its sorted bytes of the body there, for the canonical hash (a
+            # body without a request_id is not hashed).
+            request.parser_context[SORTED_JSON] = None
         try:
             data = request.data
         except exceptions.ParseError as exc:
@@ -217,7 +223,13 @@ class SyncView(PartnerAPIView):
             problems=problems,
             context={"nul_free": True} if raw is not None and _nul_free(raw) else None,
         )
-        return SyncBody(data=data, payload=payload, problems=problems, **facts)
+        return SyncBody(
+            data=data,
+            payload=payload,
+            problems=problems,
+            sorted_bytes=request.parser_context.get(SORTED_JSON),
+            **facts,
+        )
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)

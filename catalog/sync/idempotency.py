@@ -34,11 +34,12 @@ NAMES_A_REQUEST_ID = re.compile(rb'"request_id"[ \t\r\n]*+:[ \t\r\n]*+(?!null)')
 _REQUEST_ID_NAME = b'"request_id"'
 
 
-def body_hash(data: Any, *, raw: bytes | None = None) -> str:
+def body_hash(data: Any, *, raw: bytes | None = None, sorted_bytes: bytes | None = None) -> str:
     """Hash of the body's canonical JSON (RFC 8785's equality): the same content hashes the
-    same, whatever its layout and number spelling. `raw`: the bytes `data` was parsed from,
-    when known (the same hash, sooner)."""
-    return canonical_digest(data, raw=raw)
+    same, whatever its layout and number spelling. `raw`, the bytes `data` was parsed from, and
+    `sorted_bytes`, the parser's sorted bytes of it, when known: the same hash, sooner
+    (`core.canonical.canonical_json`)."""
+    return canonical_digest(data, raw=raw, sorted_bytes=sorted_bytes)
 
 
 def raw_body_hash(raw: bytes) -> str | None:
@@ -52,12 +53,13 @@ def raw_body_hash(raw: bytes) -> str | None:
     holder could not get by sending the other body; a chance one is 1 in 2^128. XXH3 hashes a
     5000-item batch in 0.1 ms, sha256 in 1.7 ms: most of a replay's own work.
     """
-    if not _names_a_request_id(raw):
+    if not names_a_request_id(raw):
         return None
     return xxhash.xxh3_128_hexdigest(raw)
 
 
-def _names_a_request_id(raw: bytes) -> bool:
+def names_a_request_id(raw: bytes) -> bool:
+    """Whether a JSON body's bytes name a request_id that is not null (as unescaped text)."""
     # The name is looked for with bytes.rfind (a batch names it after 3 MB of products), the
     # pattern tried only where it stands.
     position = raw.rfind(_REQUEST_ID_NAME)

@@ -55,6 +55,13 @@ class SyncBody:
     request_id: str | None = None
     context: SyncContext | None = None
     received: int = 0
+    # orjson's bytes of `data` with sorted keys, when the parser has them (every number in
+    # `data` then finite): the canonical hash starts from them.
+    sorted_bytes: bytes | None = None
+
+    def hash(self, raw: bytes | None) -> str:
+        """The body's canonical hash (`raw`: the bytes it was parsed from, when known)."""
+        return idempotency.body_hash(self.data, raw=raw, sorted_bytes=self.sorted_bytes)
 
 
 @dataclass(frozen=True)
@@ -94,9 +101,7 @@ def sync_call(request: SyncInput) -> SyncResult:
             and call.request_id is not None
             and all(p.loc[:1] == ("body",) for p in body.problems)
         ):
-            replayed = idempotency.replay_of_applied(
-                call, body_hash=idempotency.body_hash(body.data, raw=request.raw)
-            )
+            replayed = idempotency.replay_of_applied(call, body_hash=body.hash(request.raw))
             if replayed is not None:
                 return replayed
         raise RequestRefused(body.problems, call=call)
@@ -108,9 +113,7 @@ def sync_call(request: SyncInput) -> SyncResult:
         client=call.client,
         single=call.single,
         # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
-        body_hash=idempotency.body_hash(body.data, raw=request.raw)
-        if payload.request_id is not None
-        else None,
+        body_hash=body.hash(request.raw) if payload.request_id is not None else None,
         started=call.started,
         raw_body_hash=raw_hash if payload.request_id is not None else None,
         dry_run=request.dry_run,

@@ -139,6 +139,7 @@ def instrument(clock: Clock) -> None:
         "request body reading (DRF parser)", parsers.StrictJSONParser.parse
     )
     parsers.parse_json = clock.wrap("JSON parsing (strict)", parsers.parse_json)
+    parsers.parse_json_sorted = clock.wrap("JSON parsing (strict)", parsers.parse_json_sorted)
     auth = partner_api.authentication.ApiKeyAuthentication
     auth.authenticate = clock.wrap("authentication (API key hash)", auth.authenticate)
     views = partner_api.products

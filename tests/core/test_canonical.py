@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.canonical import canonical_json
-from partner_api.parsers import parse_json
+from partner_api.parsers import parse_json, parse_json_sorted
 
 DOCUMENTS = [
     '{"a": 10, "b": [1, 2.5, "x"]}',
@@ -36,6 +36,8 @@ def test_the_bytes_written_from_the_raw_body_are_the_walks(text):
     raw = text.encode()
     data = parse_json(raw)
     assert canonical_json(data, raw=raw) == canonical_json(data)
+    parsed = parse_json_sorted(raw)
+    assert canonical_json(parsed.value, sorted_bytes=parsed.sorted_bytes) == canonical_json(data)
 
 
 def test_a_plain_body_takes_the_short_way(monkeypatch):
@@ -57,7 +59,21 @@ def test_integral_floats_take_the_short_way(monkeypatch):
     )
 
 
-def _walk_not_expected(value):
+def test_the_parser_s_sorted_bytes_take_the_short_way(monkeypatch):
+    import core.canonical
+
+    raw = b'{"p": [100.0, 99.9], "t": "null", "a": null}'
+    parsed = parse_json_sorted(raw)
+    assert parsed.sorted_bytes == b'{"a":null,"p":[100.0,99.9],"t":"null"}'
+    monkeypatch.setattr(core.canonical, "_numbers_by_value", _walk_not_expected)
+    monkeypatch.setattr(core.canonical.orjson, "dumps", _walk_not_expected)
+    assert (
+        canonical_json(parsed.value, sorted_bytes=parsed.sorted_bytes)
+        == b'{"a":null,"p":[100,99.9],"t":"null"}'
+    )
+
+
+def _walk_not_expected(value, *args, **kwargs):
     raise AssertionError("the walk ran")
 
 
@@ -81,3 +97,5 @@ def test_any_document_hashes_the_same_either_way(value):
     raw = json.dumps(value).replace("Infinity", "1e999").encode()
     data = json.loads(raw)
     assert canonical_json(data, raw=raw) == canonical_json(data)
+    parsed = parse_json_sorted(raw)
+    assert canonical_json(parsed.value, sorted_bytes=parsed.sorted_bytes) == canonical_json(data)

@@ -6,6 +6,7 @@ import json
 import math
 import random
 
+import orjson
 import pytest
 from django.urls import reverse
 from rest_framework.exceptions import ParseError
@@ -51,13 +52,20 @@ def _assert_same(raw: bytes) -> tuple:
     """parse_json and the exact parser agree on `raw`; the outcome, for further checks."""
     outcome = _outcome(parsers.parse_json, raw)
     assert outcome == _outcome(parsers._parse_exact, raw), raw[:200]
+    assert _outcome(lambda text: parsers.parse_json_sorted(text).value, raw) == outcome
+    if outcome[0] == "value":
+        # The sorted bytes, when given, are orjson's of the very value.
+        parsed = parsers.parse_json_sorted(raw)
+        assert (parsed.sorted_bytes is not None) == _proven(raw)
+        if parsed.sorted_bytes is not None:
+            assert parsed.sorted_bytes == orjson.dumps(parsed.value, option=orjson.OPT_SORT_KEYS)
     return outcome
 
 
 def _proven(raw: bytes) -> bool:
     """Whether parse_json takes orjson's value for `raw` without asking the exact parser."""
     commas = parsers._value_count_and_commas(raw)[1]
-    return parsers._parse_proven(raw, commas) is not parsers._UNDECIDED
+    return parsers._parse_proven(raw, commas) is not None
 
 
 def _batch(size: int = 3, **top) -> dict:
