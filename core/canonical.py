@@ -38,10 +38,11 @@ def canonical_json(
     goes) is written as parsed, sorted: still exact, only blind to number spelling. `raw`, the
     bytes `data` was parsed from, lets most documents skip the walk (`_without_rewriting`);
     `sorted_bytes`, orjson's bytes of `data` with sorted keys when every number in it is finite
-    (as orjson parsed it: `partner_api.parsers.parse_json_sorted`), skip writing them too.
+    (as orjson parsed it) and below 1e16 (no "e+" in them; `partner_api.parsers.Parsed`), skip
+    writing and checking them too.
     """
     if sorted_bytes is not None:
-        written = _rewritten(sorted_bytes)
+        written = _rewritten(sorted_bytes, large_floats=False)
         if written is not None:
             return written
     elif raw is not None:
@@ -92,12 +93,15 @@ def _without_rewriting(data: Any, raw: bytes) -> bytes | None:
     return _rewritten(written)
 
 
-def _rewritten(written: bytes) -> bytes | None:
+def _rewritten(written: bytes, *, large_floats: bool = True) -> bytes | None:
     """The walk's bytes from orjson's sorted bytes of a document whose numbers are all finite,
-    when the bytes show them (`_without_rewriting`); else None."""
+    when the bytes show them (`_without_rewriting`); else None. `large_floats` False: the
+    bytes are known to hold no float of 1e16 or more."""
     # Patterns, not bytes.find: the regular expression engine finds these in a fraction of
     # the time (a two-byte needle whose first byte is frequent is find's slow case).
-    if written.endswith(b".0") or (b"+" in written and _LARGE_FLOAT.search(written)):
+    if written.endswith(b".0") or (
+        large_floats and b"+" in written and _LARGE_FLOAT.search(written)
+    ):
         return None
     if _INTEGRAL_FLOAT_END.search(written):
         return _integral_floats_as_integers(written)

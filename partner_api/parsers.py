@@ -115,8 +115,9 @@ class Parsed:
     """A JSON text parsed (`parse_json_sorted`)."""
 
     value: object
-    # orjson's bytes of `value` with its keys sorted, when orjson's parse was taken: then every
-    # number in `value` is finite. None when the exact parser decided.
+    # orjson's bytes of `value` with its keys sorted, when orjson's parse was taken (then every
+    # number in `value` is finite) and no float is 1e16 or more (written with "e+"). None
+    # otherwise.
     sorted_bytes: bytes | None
 
 
@@ -136,8 +137,8 @@ def _parse(raw: bytes, *, sort: bool) -> Parsed:
     proven = _parse_proven(raw, commas, sort=sort)
     if proven is None:
         return Parsed(_parse_exact(raw), None)
-    data, dumped = proven
-    return Parsed(data, dumped if sort else None)
+    data, dumped, large_floats = proven
+    return Parsed(data, dumped if sort and not large_floats else None)
 
 
 # Maps every digit to "0" and every other byte to a space.
@@ -147,11 +148,13 @@ _DIGITS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
 _LARGE_FLOAT = re.compile(rb"e\+")
 
 
-def _parse_proven(raw: bytes, commas: int, *, sort: bool = False) -> tuple[object, bytes] | None:
+def _parse_proven(
+    raw: bytes, commas: int, *, sort: bool = False
+) -> tuple[object, bytes, bool] | None:
     """The value of a JSON text as orjson parses it (in about half the time of the exact
-    parser), with the bytes orjson writes of it (keys sorted if `sort`), or None when that
-    value is not proven to be what the exact parser returns; then, and on every error, the
-    exact parser decides, with its own messages.
+    parser), with the bytes orjson writes of it (keys sorted if `sort`) and whether they hold
+    a float of 1e16 or more, or None when that value is not proven to be what the exact parser
+    returns; then, and on every error, the exact parser decides, with its own messages.
 
     orjson refuses all the exact parser refuses (NaN, Infinity, lone surrogates, invalid
     UTF-8), and more (an infinite number, nesting deeper than 1024), but keeps the last of
@@ -176,9 +179,10 @@ def _parse_proven(raw: bytes, commas: int, *, sort: bool = False) -> tuple[objec
     if b"\\" in raw and (b"\\u002c" in raw or b"\\u002C" in raw):
         return None
     # A "+" first: one byte, found at once; the pattern only where there is one.
-    if b"+" in dumped and _LARGE_FLOAT.search(dumped) and b"0" * 19 in raw.translate(_DIGITS):
+    large_floats = b"+" in dumped and _LARGE_FLOAT.search(dumped) is not None
+    if large_floats and b"0" * 19 in raw.translate(_DIGITS):
         return None
-    return data, dumped
+    return data, dumped, large_floats
 
 
 def _parse_exact(raw: bytes) -> object:
