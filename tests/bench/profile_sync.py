@@ -139,7 +139,8 @@ def instrument(clock: Clock) -> None:
         "request body reading (DRF parser)", parsers.StrictJSONParser.parse
     )
     parsers.parse_json = clock.wrap("JSON parsing (strict)", parsers.parse_json)
-    parsers.parse_json_sorted = clock.wrap("JSON parsing (strict)", parsers.parse_json_sorted)
+    if hasattr(parsers, "parse_json_sorted"):  # absent from code before 2026-11-25 (A/B runs)
+        parsers.parse_json_sorted = clock.wrap("JSON parsing (strict)", parsers.parse_json_sorted)
     auth = partner_api.authentication.ApiKeyAuthentication
     auth.authenticate = clock.wrap("authentication (API key hash)", auth.authenticate)
     views = partner_api.products
