@@ -299,7 +299,8 @@ def _column_decimals(max_digits: int, places: int, *, size: int) -> dict[type, _
     return {kind: _ColumnDecimals(kind, max_digits, places, size=size) for kind in (int, float)}
 
 
-# A 5000-item batch sends up to 10,000 prices and 5,000 weights.
+# A 5000-item batch sends up to 10,000 prices and 5,000 weights. Full, a float dict holds 5.5 MB
+# (prices) or 2.8 MB (weights) of a worker's memory; an int dict about as much.
 _PRICES = _column_decimals(m.PRICE_MAX_DIGITS, m.PRICE_DECIMAL_PLACES, size=1 << 15)
 _WEIGHTS = _column_decimals(m.WEIGHT_MAX_DIGITS, m.WEIGHT_DECIMAL_PLACES, size=1 << 14)
 
