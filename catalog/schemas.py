@@ -296,6 +296,7 @@ class _ColumnDecimals(dict):
 
 
 def _column_decimals(max_digits: int, places: int, *, size: int) -> dict[type, _ColumnDecimals]:
+    """A column's kept Decimals: one dict for the numbers sent as ints, one for floats."""
     return {kind: _ColumnDecimals(kind, max_digits, places, size=size) for kind in (int, float)}
 
 
@@ -356,8 +357,7 @@ _PLAIN_FIELDS: dict[str, Any] = {
 }
 # TextFromNumbers' rule (no number that is not finite, in any field) holds in the plain form
 # without a check: only prices and weight take numbers there, finite ones, and an item with an
-# unknown field is not in the plain form (`_prevalidate_chunk`)
-# is taken.
+# unknown field is not in the plain form (`_prevalidate_chunk`).
 _RULES_PLAIN_FORM_KEEPS = frozenset({"_refuse_non_finite_numbers"})
 
 
