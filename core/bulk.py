@@ -146,6 +146,7 @@ def select_rows(
     order_by: str,
     lock: bool = False,
     computed: Mapping[str, tuple] | None = None,
+    version: bool = False,
     location: bool = False,
 ) -> list[tuple]:
     """Rows of `field_names` whose `where_in` field is one of the given values.
@@ -155,9 +156,11 @@ def select_rows(
     UPDATE row locks in `order_by` order. `computed` reads an SQL expression (with its
     parameters; `{column}` stands for the field's column) in place of a field, as it comes.
     A computed entry may carry a third element, True, when its value is the field's own (or
-    null): it is then converted as the field is. `location` (PostgreSQL, with `lock`) adds the
-    row's place in the table (its `ctid`, as text)
-    after the fields: `bulk_update_rows` finds a row by it while the lock holds it there.
+    null): it is then converted as the field is. `version` (PostgreSQL) adds, after the fields,
+    the row version's writer (its `xmin`, as text): every write of a row makes a new version
+    with its transaction's id there. `location` (PostgreSQL, with `lock`) adds the row's place
+    in the table (its `ctid`, as text) last: `bulk_update_rows` finds a row by it while the lock
+    holds it there.
     """
     field, values = where_in
     computed = computed or {}
@@ -171,6 +174,10 @@ def select_rows(
             params.extend(map(_plain_value, expression_params))
         else:
             selected.append(column)
+    if version:
+        if connection.vendor != "postgresql":
+            raise ValueError("a row's version is read on PostgreSQL")
+        selected.append("xmin::text")
     if location:
         if not (lock and connection.vendor == "postgresql"):
             raise ValueError("a row's location is read with its lock, on PostgreSQL")

@@ -10,6 +10,7 @@ from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product
 from catalog.pending import lock_stock_codes
 from catalog.schemas import ProductItem
+from catalog.sync import catalogue
 from catalog.sync.rows import (
     READ,
     READ_WITH_CATALOGUE,
@@ -123,7 +124,24 @@ class _Read:
 
 def locked_products(stock_codes: set[str], read: _Read) -> list[tuple]:
     """The products with these stock codes (id, key, the `read` fields, and their location when
-    `read` asks), locked in id order."""
+    `read` asks), locked in id order.
+
+    READ_WITH_CATALOGUE's untracked fields come from the values kept with the rows' versions,
+    where they may (`catalog.sync.catalogue`): the statement then reads READ and the version.
+    """
+    if read.fields == READ_WITH_CATALOGUE and catalogue.usable():
+        return catalogue.with_catalogue(
+            select_rows(
+                Product,
+                ("id", "ean", "stock_code", *READ),
+                where_in=("stock_code", stock_codes),
+                order_by="id",
+                lock=True,
+                computed=row_computed(read.posted_at, catalogue=False),
+                version=True,
+                location=read.location,
+            )
+        )
     return select_rows(
         Product,
         ("id", "ean", "stock_code", *read.fields),
