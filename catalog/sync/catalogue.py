@@ -15,21 +15,22 @@ rest are read by id, under the locks already held. Sound because:
 - Every write of a row makes a new version, whoever writes it (the service, the admin, a
   command, SQL typed by hand), with the writing transaction's id. The values are read from
   a committed version, under the row's lock: a committed transaction writes no more versions,
-  so a later version holds another id. (Ids repeat after 2^32 transactions; a worker is
-  recycled long before, and keeps nothing longer than its database connection.)
+  so a later version holds another id. (Ids repeat after 2^32 transactions: nothing is kept
+  longer than `KEPT_SECONDS`, in which no server runs that many.)
 - Used only when the sync's transaction is the outermost one: a transaction that writes a row
   twice writes both versions under one id, and in an outer transaction the row may have been
   written (and read) before.
 - Kept per connection: a new connection (after CONN_MAX_AGE, a failover, a restored database)
   starts empty, so the ids of another database's history never meet the kept ones.
 
-Bounded: emptied before it would hold more than `KEPT_PRODUCTS`.
+Bounded: emptied before it would hold more than `KEPT_PRODUCTS`, and every `KEPT_SECONDS`.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
+import time
 
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.backends.signals import connection_created
@@ -41,9 +42,12 @@ from core.bulk import select_rows
 # More than a whole batch. About 1.4 KB a fully populated product: 11.5 MB of a worker's memory
 # when full.
 KEPT_PRODUCTS = 1 << 13
+KEPT_SECONDS = 3600.0
 
 # Product id -> (the version read, its untracked fields' values).
 _kept: dict[int, tuple[str, tuple]] = {}
+# When `_kept` was last emptied (time.monotonic()).
+_since = [time.monotonic()]
 _NOT_KEPT = (None, None)
 _NOTHING = (None,) * len(UNTRACKED_FIELDS)
 
@@ -61,6 +65,8 @@ def with_catalogue(rows: list[tuple]) -> list[tuple]:
     held = list(map(operator.eq, map(_row_time, rows), itertools.repeat(SAME)))
     if not any(held):
         return _without_version(rows, itertools.repeat(_NOTHING))
+    if time.monotonic() - _since[0] > KEPT_SECONDS:
+        forget()
     ids = list(itertools.compress(map(row_pk, rows), held))
     versions = list(itertools.compress(map(_row_version, rows), held))
     kept = list(map(_kept.get, ids, itertools.repeat(_NOT_KEPT)))
@@ -80,7 +86,7 @@ def _read(ids: list[int]) -> dict[int, tuple[str, tuple]]:
     kept = zip(map(_last, rows), map(_fields, rows), strict=True)
     read = dict(zip(map(row_pk, rows), kept, strict=True))
     if len(_kept) + len(read) > KEPT_PRODUCTS:
-        _kept.clear()
+        forget()
     _kept.update(read)
     return read
 
@@ -89,6 +95,7 @@ def forget(**kwargs) -> None:
     """Empty the kept values (on a new connection of the default database)."""
     if kwargs.get("connection") is None or kwargs["connection"].alias == DEFAULT_DB_ALIAS:
         _kept.clear()
+        _since[0] = time.monotonic()
 
 
 connection_created.connect(forget, dispatch_uid="catalog.sync.catalogue.forget")

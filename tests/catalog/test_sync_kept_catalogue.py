@@ -230,3 +230,13 @@ def test_emptied_while_some_of_a_batch_is_kept(api_client, monkeypatch):
     assert _stored(more[1]["stock_code"])["name"] == more[1]["name"]
     assert _stored(more[0]["stock_code"]) == before
     assert len(catalogue._kept) == 3
+
+
+def test_nothing_is_kept_longer_than_its_time(api_client, monkeypatch):
+    items = _items(2)
+    _send(api_client, items)
+    _send(api_client, items)
+    assert len(catalogue._kept) == 2
+    monkeypatch.setattr(catalogue, "KEPT_SECONDS", 0.0)
+    _send(api_client, items[:1])  # emptied first, then the one read kept
+    assert list(catalogue._kept) == [_stored(items[0]["stock_code"])["id"]]
