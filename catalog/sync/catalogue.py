@@ -1,16 +1,16 @@
-"""The catalogue fields of products as this worker last read them, kept with the version of the
-row they were read from (PostgreSQL).
+"""The stored catalogue fields of the products that hold a request's document time, and, on
+PostgreSQL, those fields as this worker last read them, kept with the version of the row.
 
 A document sent again (the same stock levels and time under a new document number, or the
 chunks of one document) is compared field by field with what is stored: the stock fields come
-with the locked read, and so, for the products that hold the document's time, did the other
-twenty fields of the catalogue (name, brand, ...: `UNTRACKED_FIELDS`). Those columns cost the
-read of a 5000-item batch more than the rest of it.
+with the locked read; the other twenty fields of the catalogue (name, brand, ...:
+`UNTRACKED_FIELDS`) matter only for the products that hold the document's time (the others are
+written anyway), and cost a 5000-item batch's read more than the rest of it.
 
 Each worker keeps, by product id, the values of those fields it last read, with the row version
 they were read from (`xmin`: the id of the transaction that wrote the version). The locked read
-takes only the version; where it is the kept one, the kept values are the stored ones, and the
-rest are read by id, under the locks already held. Sound because:
+takes the version; where it is the kept one, the kept values are the stored ones, and the rest
+are read by id, under the locks already held. Sound because:
 
 - Every write of a row makes a new version, whoever writes it (the service, the admin, a
   command, SQL typed by hand), with the writing transaction's id. The values are read from
@@ -20,8 +20,9 @@ rest are read by id, under the locks already held. Sound because:
 - Used only when the sync's transaction is the outermost one: a transaction that writes a row
   twice writes both versions under one id, and in an outer transaction the row may have been
   written (and read) before.
-- Kept per connection: a new connection (after CONN_MAX_AGE, a failover, a restored database)
-  starts empty, so the ids of another database's history never meet the kept ones.
+- Kept for one database: each new connection checks, once, that its database is the one the
+  values were read from (the server's start time and the database's oid), else they go. Ids
+  are of one server's history; a server restored or failed over has started again.
 
 Bounded: emptied before it would hold more than `KEPT_PRODUCTS`, and every `KEPT_SECONDS`.
 """
@@ -31,12 +32,19 @@ from __future__ import annotations
 import itertools
 import operator
 import time
+import weakref
 
-from django.db import DEFAULT_DB_ALIAS, connection
-from django.db.backends.signals import connection_created
+from django.db import connection
 
 from catalog.models import Product
-from catalog.sync.rows import POSTED_AT, SAME, TRACKED_END, UNTRACKED_FIELDS, row_pk
+from catalog.sync.rows import (
+    POSTED_AT,
+    SAME,
+    TRACKED_END,
+    UNTRACKED_FIELDS,
+    row_pk,
+    row_untracked,
+)
 from core.bulk import select_rows
 
 # More than a whole batch. About 1.4 KB a fully populated product: 11.5 MB of a worker's memory
@@ -48,8 +56,10 @@ KEPT_SECONDS = 3600.0
 _kept: dict[int, tuple[str, tuple]] = {}
 # When `_kept` was last emptied (time.monotonic()).
 _since = [time.monotonic()]
+# The database the values were read from (`_check_database`), and the connections that checked.
+_database: list = [None]
+_checked: weakref.WeakSet = weakref.WeakSet()
 _NOT_KEPT = (None, None)
-_NOTHING = (None,) * len(UNTRACKED_FIELDS)
 
 
 def usable() -> bool:
@@ -58,58 +68,75 @@ def usable() -> bool:
     return connection.vendor == "postgresql" and len(connection.atomic_blocks) == 1
 
 
-def with_catalogue(rows: list[tuple]) -> list[tuple]:
-    """The locked read's rows (`catalog.sync.rows.READ`, then the version, then the location
-    when read) as rows of READ_WITH_CATALOGUE: the untracked fields of each product that holds
-    the request's time (POSTED_AT is SAME), kept or read now; null for the others."""
-    held = list(map(operator.eq, map(_row_time, rows), itertools.repeat(SAME)))
-    if not any(held):
-        return _without_version(rows, itertools.repeat(_NOTHING))
+def stored_values(rows: list[tuple], *, kept: bool) -> dict[int, tuple]:
+    """The stored values of the untracked fields of the products (rows of the locked read) that
+    hold the request's time (POSTED_AT is SAME), by id.
+
+    With `kept` (`usable()`: the rows hold their version after the fields read) the values kept
+    with a row's version stand for it; the others are read now, under the locks the rows hold,
+    and kept. Without, the rows were read with READ_WITH_CATALOGUE and hold them.
+    """
+    holds = map(operator.eq, map(_row_time, rows), itertools.repeat(SAME))
+    held = list(itertools.compress(rows, holds))
+    if not held:
+        return {}
+    ids = list(map(row_pk, held))
+    if not kept:
+        return dict(zip(ids, map(row_untracked, held), strict=True))
+    _check_database()
     if time.monotonic() - _since[0] > KEPT_SECONDS:
         forget()
-    ids = list(itertools.compress(map(row_pk, rows), held))
-    versions = list(itertools.compress(map(_row_version, rows), held))
-    kept = list(map(_kept.get, ids, itertools.repeat(_NOT_KEPT)))
-    stale = list(map(operator.ne, map(_version, kept), versions))
+    entries = list(map(_kept.get, ids, itertools.repeat(_NOT_KEPT)))
+    stale = list(map(operator.ne, map(_version, entries), map(_row_version, held)))
     if any(stale):
-        read = _read(list(itertools.compress(ids, stale)))
-        kept = list(map(read.get, ids, kept))
-    found = iter(list(map(_values, kept)))
-    return _without_version(rows, [next(found) if is_held else _NOTHING for is_held in held])
+        read = select_rows(
+            Product,
+            ("id", *UNTRACKED_FIELDS),
+            where_in=("id", list(itertools.compress(ids, stale))),
+            order_by="id",
+            version=True,
+        )
+        fresh = dict(
+            zip(
+                map(row_pk, read),
+                zip(map(_last, read), map(_between, read), strict=True),
+                strict=True,
+            )
+        )
+        if len(_kept) + len(fresh) > KEPT_PRODUCTS:
+            forget()
+        _kept.update(fresh)
+        entries = list(map(fresh.get, ids, entries))
+    return dict(zip(ids, map(_values, entries), strict=True))
 
 
-def _read(ids: list[int]) -> dict[int, tuple[str, tuple]]:
-    """Read the untracked fields of these products (locked by the caller), and keep them."""
-    rows = select_rows(
-        Product, ("id", *UNTRACKED_FIELDS), where_in=("id", ids), order_by="id", version=True
-    )
-    kept = zip(map(_last, rows), map(_fields, rows), strict=True)
-    read = dict(zip(map(row_pk, rows), kept, strict=True))
-    if len(_kept) + len(read) > KEPT_PRODUCTS:
+def forget() -> None:
+    """Empty the kept values."""
+    _kept.clear()
+    _since[0] = time.monotonic()
+
+
+def _check_database() -> None:
+    """Empty the kept values unless the connection's database is the one they were read from
+    (asked once per connection)."""
+    raw = connection.connection
+    if raw in _checked:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_postmaster_start_time()::text, oid FROM pg_database "
+            "WHERE datname = current_database()"
+        )
+        database = cursor.fetchone()
+    if database != _database[0]:
         forget()
-    _kept.update(read)
-    return read
+        _database[0] = database
+    _checked.add(raw)
 
-
-def forget(**kwargs) -> None:
-    """Empty the kept values (on a new connection of the default database)."""
-    if kwargs.get("connection") is None or kwargs["connection"].alias == DEFAULT_DB_ALIAS:
-        _kept.clear()
-        _since[0] = time.monotonic()
-
-
-connection_created.connect(forget, dispatch_uid="catalog.sync.catalogue.forget")
 
 _row_time = operator.itemgetter(POSTED_AT)
 _row_version = operator.itemgetter(TRACKED_END)
-_head = operator.itemgetter(slice(0, TRACKED_END))
-_tail = operator.itemgetter(slice(TRACKED_END + 1, None))
 _version = operator.itemgetter(0)
 _values = operator.itemgetter(1)
 _last = operator.itemgetter(-1)
-_fields = operator.itemgetter(slice(1, -1))
-
-
-def _without_version(rows: list[tuple], values) -> list[tuple]:
-    """Each row with `values` in place of its version (tuples joined in C)."""
-    return list(map(operator.add, map(operator.add, map(_head, rows), values), map(_tail, rows)))
+_between = operator.itemgetter(slice(1, -1))

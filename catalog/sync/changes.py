@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -23,11 +23,8 @@ from catalog.sync.rows import (
     all_values,
     row_pk,
     row_tracked,
-    row_untracked,
-    row_values,
     tracked_values,
     untracked_values,
-    values_read,
 )
 from core.bulk import select_rows
 
@@ -87,7 +84,11 @@ def report(items: Sequence[ProductItem], resolution: Resolution, *, posted_at) -
 
 
 def changes(
-    matched: Sequence[tuple[ProductItem, tuple]], *, posted_at, located: bool = False
+    matched: Sequence[tuple[ProductItem, tuple]],
+    *,
+    posted_at,
+    located: bool = False,
+    catalogue: Mapping[int, tuple] | None = None,
 ) -> tuple[list[tuple], list[tuple[ProductItem, tuple]]]:
     """The update row of every matched product that changes (id, the value fields, then the
     tracked fields as its locked row holds them: `core.bulk.bulk_update_rows`' `previous`, and
@@ -96,28 +97,41 @@ def changes(
 
     Compared as the database compares (decimals by value; an optional field that was not sent,
     or a request without posted_at, keeps the stored value): a product where nothing would
-    change is neither sent nor written. The rows hold the tracked fields and, with a request
-    time, the other fields of the products that hold that time; without one the other fields
-    are read (already locked) only for the products whose tracked fields stay, which a batch of
-    stock levels rarely has. Optional fields that were not sent stay None in the update row and
-    keep their stored value there.
+    change is neither sent nor written. The rows hold the tracked fields; with a request time,
+    `catalogue` holds the other fields of the products that hold that time, by id
+    (`catalog.sync.resolve.Resolution.catalogue`); without one the other fields are read
+    (already locked) only for the products whose tracked fields stay, which a batch of stock
+    levels rarely has. Optional fields that were not sent stay None in the update row and keep
+    their stored value there.
     """
     # Compared a whole list at a time (map, compress: the loops run in C); a batch where
     # nothing changes compares 5000 products.
     sent = [item.__dict__ for item, _ in matched]
     rows = [row for _, row in matched]
     if posted_at is not None:
-        # A product that holds the request's time was read with all its fields: when every
-        # value sent equals the stored one (one comparison of whole tuples), nothing changes.
-        # The others (a value differs, or an optional field was not sent) are compared below.
+        # Every value field of a product that holds the request's time is known (its row, and
+        # `catalogue`): when every value sent equals the stored one (two comparisons of whole
+        # tuples), nothing changes. The others (a value differs, or an optional field was not
+        # sent) are compared below.
+        catalogue = catalogue or {}
         held = list(map(operator.eq, map(_row_time, rows), itertools.repeat(SAME)))
         if any(held):
+            held_sent = list(itertools.compress(sent, held))
+            held_rows = list(itertools.compress(rows, held))
             equal = iter(
                 list(
                     map(
-                        operator.eq,
-                        map(values_read, itertools.compress(sent, held)),
-                        map(row_values, itertools.compress(rows, held)),
+                        operator.and_,
+                        map(
+                            operator.eq,
+                            map(tracked_values, held_sent),
+                            map(row_tracked, held_rows),
+                        ),
+                        map(
+                            operator.eq,
+                            map(untracked_values, held_sent),
+                            map(catalogue.__getitem__, map(row_pk, held_rows)),
+                        ),
                     )
                 )
             )
@@ -149,9 +163,8 @@ def changes(
     asked = list(itertools.compress(kept, sends))
     news = list(itertools.compress(news, sends))
     if posted_at is not None:
-        # Read with the locks (`catalog.sync.rows.read_fields`): a kept product holds the
-        # request's time.
-        olds = list(map(row_untracked, itertools.compress(itertools.compress(rows, same), sends)))
+        # A kept product holds the request's time: `catalogue` has its fields.
+        olds = list(map(catalogue.__getitem__, asked))
     else:
         stored = _untracked_stored(asked)
         olds = list(map(stored.get, asked))

@@ -10,7 +10,7 @@ from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product
 from catalog.pending import lock_stock_codes
 from catalog.schemas import ProductItem
-from catalog.sync import catalogue
+from catalog.sync import catalogue as stored_catalogue
 from catalog.sync.rows import (
     READ,
     READ_WITH_CATALOGUE,
@@ -27,6 +27,9 @@ class Resolution:
     matched: list[tuple[ProductItem, tuple]] = field(default_factory=list)
     unresolved: list[tuple[ProductItem, str]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    # With `catalogue`: the stored untracked fields of the matched products that hold the
+    # request's time, by id (`catalog.sync.catalogue.stored_values`).
+    catalogue: dict[int, tuple] = field(default_factory=dict)
 
 
 def resolve(
@@ -35,19 +38,39 @@ def resolve(
     read: Sequence[str] = READ,
     posted_at=None,
     location: bool = False,
+    catalogue: bool = False,
 ) -> Resolution:
     """Match each item to its product, locking the products in primary-key order.
 
     The rows read hold the product's document time compared with `posted_at` (the request's)
-    in place of the time itself (`catalog.sync.rows.POSTED_AT`).
+    in place of the time itself (`catalog.sync.rows.POSTED_AT`). With `catalogue` (a real call
+    with a document time) the resolution holds the untracked fields of the matched products
+    that hold that time.
     """
     # The rows are locked in primary-key order, so overlapping batches queue instead of
     # deadlocking.
-    read = _Read(read, posted_at, location)
+    kept = catalogue and stored_catalogue.usable()
+    if catalogue and not kept:
+        # In one statement with the locks: the untracked fields where the product holds the time.
+        read = READ_WITH_CATALOGUE
+    read = _Read(read, posted_at, location, version=kept)
     rows = locked_products({item.stock_code for item in items}, read)
     matched = _all_found_by_pair(items, rows)
     if matched is not None:
-        return Resolution(matched=matched)
+        resolution = Resolution(matched=matched)
+    else:
+        resolution = _resolved_one_by_one(items, rows, read)
+    if catalogue and not resolution.problems:
+        resolution.catalogue = stored_catalogue.stored_values(
+            list(map(_row_of, resolution.matched)), kept=kept
+        )
+    return resolution
+
+
+def _resolved_one_by_one(
+    items: Sequence[ProductItem], rows: list[tuple], read: _Read
+) -> Resolution:
+    """Each item's product, when some item has no EAN or names no product by its exact key."""
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
     found = [products.candidates(item.ean, item.stock_code) for item in items]
     unknown_codes = {
@@ -92,6 +115,9 @@ def resolve(
     return resolution
 
 
+_row_of = operator.itemgetter(1)
+
+
 _row_key = operator.itemgetter(1, 2)
 
 
@@ -120,28 +146,13 @@ class _Read:
     posted_at: object
     # Each row's location too, last (`catalog.sync.rows.reads_location`).
     location: bool = False
+    # Each row's version too, after the fields (`catalog.sync.catalogue`).
+    version: bool = False
 
 
 def locked_products(stock_codes: set[str], read: _Read) -> list[tuple]:
-    """The products with these stock codes (id, key, the `read` fields, and their location when
-    `read` asks), locked in id order.
-
-    READ_WITH_CATALOGUE's untracked fields come from the values kept with the rows' versions,
-    where they may (`catalog.sync.catalogue`): the statement then reads READ and the version.
-    """
-    if read.fields == READ_WITH_CATALOGUE and catalogue.usable():
-        return catalogue.with_catalogue(
-            select_rows(
-                Product,
-                ("id", "ean", "stock_code", *READ),
-                where_in=("stock_code", stock_codes),
-                order_by="id",
-                lock=True,
-                computed=row_computed(read.posted_at, catalogue=False),
-                version=True,
-                location=read.location,
-            )
-        )
+    """The products with these stock codes (id, key, the `read` fields, their version and their
+    location when `read` asks), locked in id order."""
     return select_rows(
         Product,
         ("id", "ean", "stock_code", *read.fields),
@@ -149,5 +160,6 @@ def locked_products(stock_codes: set[str], read: _Read) -> list[tuple]:
         order_by="id",
         lock=True,
         computed=row_computed(read.posted_at, catalogue=read.fields == READ_WITH_CATALOGUE),
+        version=read.version,
         location=read.location,
     )

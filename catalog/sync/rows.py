@@ -11,16 +11,18 @@ from catalog.models import Product
 from catalog.schemas import TRACKED_FIELDS, VALUE_FIELDS
 
 # What the sync reads of each product with its lock: the key, the document time, and the fields
-# it compares in Python (a real call the tracked fields; a dry run every field). A real call
-# with a document time also reads the other fields, as null unless the product holds that same
-# time (`row_computed`): only then can the product's tracked fields and time all stay, and the
-# other fields decide whether it is written. Without a document time a real call reads them
-# later, only for the products whose tracked fields stay (`catalog.sync.changes`).
+# it compares in Python (a real call the tracked fields; a dry run every field). The other value
+# fields of a real call's products (UNTRACKED_FIELDS) are compared only where the tracked ones
+# and the time all stay: with a document time, for the products that hold that same time, whose
+# fields come from the values a worker keeps (`catalog.sync.catalogue`) or else with the locked
+# read (READ_WITH_CATALOGUE: null unless the product holds the time, `row_computed`); without
+# one, read later for the products whose tracked fields stay (`catalog.sync.changes`).
 READ = ("posted_at", *TRACKED_FIELDS)
 UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_FIELDS)
 READ_WITH_CATALOGUE = (*READ, *UNTRACKED_FIELDS)
 DRY_RUN_READ = ("posted_at", *VALUE_FIELDS)
-# Positions in a read row: id, ean, stock_code, then the fields read, then, for a real call on
+# Positions in a read row: id, ean, stock_code, then the fields read, then the row's version when
+# the kept values are used (`core.bulk.select_rows`' `version`), then, for a real call on
 # PostgreSQL, the row's location (`core.bulk.select_rows`' `location`).
 POSTED_AT = 3
 VALUES = 4
@@ -37,14 +39,12 @@ def reads_location(*, dry_run: bool) -> bool:
     return not dry_run and connection.vendor == "postgresql"
 
 
-def read_fields(*, dry_run: bool, posted_at) -> tuple[str, ...]:
+def read_fields(*, dry_run: bool) -> tuple[str, ...]:
     """The fields the locked read takes of each product (the row layout above)."""
-    if dry_run:
-        return DRY_RUN_READ
-    return READ if posted_at is None else READ_WITH_CATALOGUE
+    return DRY_RUN_READ if dry_run else READ
 
 
-def row_computed(posted_at, *, catalogue: bool) -> dict[str, tuple]:
+def row_computed(posted_at, *, catalogue: bool = False) -> dict[str, tuple]:
     """`core.bulk.select_rows`'s `computed` for the locked read: POSTED_AT as described above,
     and, for READ_WITH_CATALOGUE (`catalogue`), the untracked fields only where the product
     holds the request's time (null elsewhere)."""
@@ -74,10 +74,8 @@ item_stock_code = operator.attrgetter("stock_code")
 tracked_values = operator.itemgetter(*TRACKED_FIELDS)
 untracked_values = operator.itemgetter(*UNTRACKED_FIELDS)
 all_values = operator.itemgetter(*VALUE_FIELDS)
-# The value fields in the order a read row holds them (READ_WITH_CATALOGUE).
-values_read = operator.itemgetter(*TRACKED_FIELDS, *UNTRACKED_FIELDS)
 # Of a read row.
 row_tracked = operator.itemgetter(slice(VALUES, TRACKED_END))
+# Of a row read with READ_WITH_CATALOGUE.
 row_untracked = operator.itemgetter(slice(TRACKED_END, TRACKED_END + len(UNTRACKED_FIELDS)))
-row_values = operator.itemgetter(slice(VALUES, TRACKED_END + len(UNTRACKED_FIELDS)))
 row_pk = operator.itemgetter(0)

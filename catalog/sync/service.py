@@ -205,9 +205,10 @@ def _sync_attempt(request: _Sync) -> SyncResult | Problem:
             return replayed
         resolution = resolve(
             request.items,
-            read=read_fields(dry_run=request.dry_run, posted_at=request.posted_at),
+            read=read_fields(dry_run=request.dry_run),
             location=reads_location(dry_run=request.dry_run),
             posted_at=request.posted_at,
+            catalogue=not request.dry_run and request.posted_at is not None,
         )
         if resolution.problems:
             raise ItemsRefused(resolution.problems, call=request.call)
@@ -292,7 +293,9 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     posted_at = request.posted_at
     found = report(request.items, resolution, posted_at=posted_at)
     located = reads_location(dry_run=False)
-    updates, moved = changes(found.applied, posted_at=posted_at, located=located)
+    updates, moved = changes(
+        found.applied, posted_at=posted_at, located=located, catalogue=resolution.catalogue
+    )
     audit_row = request.audit(
         SyncAudit.Outcome.APPLIED,
         updated=len(found.applied),

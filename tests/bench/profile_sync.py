@@ -182,6 +182,15 @@ def instrument(clock: Clock) -> None:
     core.bulk.select_rows = clock.wrap("select rows (Python)", core.bulk.select_rows)
     catalog.sync.resolve.select_rows = core.bulk.select_rows
     catalog.sync.changes.select_rows = core.bulk.select_rows
+    try:  # absent from code before 2026-11-26 (A/B runs)
+        import catalog.sync.catalogue
+
+        catalog.sync.catalogue.select_rows = core.bulk.select_rows
+        catalog.sync.catalogue.stored_values = clock.wrap(
+            "catalogue fields: kept or read (Python)", catalog.sync.catalogue.stored_values
+        )
+    except (ImportError, AttributeError):
+        pass
     renderer = renderers.JSONRenderer
     renderer.render = clock.wrap("rendering (DRF JSONRenderer)", renderer.render)
     connection.ensure_connection()

@@ -203,14 +203,39 @@ def test_the_values_kept_are_bounded(api_client, monkeypatch):
     assert _stored(items[0]["stock_code"])["name"] == items[0]["name"]
 
 
-def test_a_new_connection_starts_with_nothing_kept(api_client):
+def test_a_new_connection_to_the_same_database_keeps_them(api_client):
     items = _items(2)
     _send(api_client, items)
     _send(api_client, items)
     assert len(catalogue._kept) == 2
     connection.close()
-    Product.objects.exists()  # connects again
-    assert catalogue._kept == {}
+
+    with CaptureQueriesContext(connection) as queries:
+        _send(api_client, items)
+        _send(api_client, items)
+
+    assert len(catalogue._kept) == 2
+    product_reads = [q["sql"] for q in queries if 'FROM "catalog_product"' in q["sql"]]
+    assert len(product_reads) == 2, product_reads  # the locked reads alone
+    # The database is asked for once on a connection.
+    assert sum("pg_postmaster_start_time" in q["sql"] for q in queries) == 1
+
+
+def test_a_connection_to_another_database_empties_them(api_client):
+    items = _items(2)
+    _send(api_client, items)
+    _send(api_client, items)
+    assert len(catalogue._kept) == 2
+    # As if the values had been read from a server that has since been replaced.
+    catalogue._database[0] = ("2020-01-01 00:00:00+00", 1)
+    connection.close()
+    _raw_update(
+        "UPDATE catalog_product SET name = 'x' WHERE stock_code = %s", [items[0]["stock_code"]]
+    )
+
+    _send(api_client, items[1:])
+
+    assert list(catalogue._kept) == [_stored(items[1]["stock_code"])["id"]]
 
 
 def test_emptied_while_some_of_a_batch_is_kept(api_client, monkeypatch):
