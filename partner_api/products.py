@@ -6,6 +6,7 @@ and 429 included) leaves its audit row through the sync's one recorder, with the
 """
 
 import contextlib
+import functools
 import logging
 import time
 from typing import Any
@@ -104,6 +105,20 @@ def _nul_free(raw: bytes) -> bool:
     return b"\\" not in raw or _NUL_ESCAPE not in raw
 
 
+def _release_body(request) -> None:
+    """Let go of the parsed body DRF keeps on the request (`request.data`), and the parser's
+    sorted bytes of it.
+
+    The request and its view refer to each other, so they go only when the cyclic collector
+    finds them: a 5000-item batch's parsed body (some 130,000 objects) would wait for it, and
+    then cost a collection of 50 to 85 ms, of a worker sharing its cores with the next request.
+    Dropped here, once the answer has been sent, it is freed at once by reference counting.
+    """
+    request._full_data = request._data = None
+    if request.parser_context:
+        request.parser_context.pop(SORTED_JSON, None)
+
+
 def _context(data: dict) -> SyncContext | None:
     context = data.get("sync_context")
     if not isinstance(context, dict):
@@ -120,6 +135,11 @@ class SyncView(PartnerAPIView):
 
     single: bool
     request_model: type[pydantic.BaseModel]
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        after_response_sent(response, functools.partial(_release_body, request))
+        return response
 
     def sync(self, request) -> Response:
         dry_run, problems = query_problems(request.query_params)
