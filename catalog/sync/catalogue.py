@@ -89,13 +89,7 @@ def stored_values(rows: list[tuple], *, kept: bool) -> dict[int, tuple]:
     entries = list(map(_kept.get, ids, itertools.repeat(_NOT_KEPT)))
     stale = list(map(operator.ne, map(_version, entries), map(_row_version, held)))
     if any(stale):
-        read = select_rows(
-            Product,
-            ("id", *UNTRACKED_FIELDS),
-            where_in=("id", list(itertools.compress(ids, stale))),
-            order_by="id",
-            version=True,
-        )
+        read = read_untracked(list(itertools.compress(ids, stale)), version=True)
         fresh = dict(
             zip(
                 map(row_pk, read),
@@ -108,6 +102,14 @@ def stored_values(rows: list[tuple], *, kept: bool) -> dict[int, tuple]:
         _kept.update(fresh)
         entries = list(map(fresh.get, ids, entries))
     return dict(zip(ids, map(_values, entries), strict=True))
+
+
+def read_untracked(ids: list[int], *, version: bool = False) -> list[tuple]:
+    """Each of these products' id, untracked fields and, with `version`, row version (the
+    caller holds their locks)."""
+    return select_rows(
+        Product, ("id", *UNTRACKED_FIELDS), where_in=("id", ids), order_by="id", version=version
+    )
 
 
 def forget() -> None:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from catalog.models import Product
 from catalog.schemas import VALUE_FIELDS, ProductItem
 from catalog.sync.call import SyncResult
+from catalog.sync.catalogue import read_untracked
 from catalog.sync.resolve import Resolution
 from catalog.sync.rows import (
     LATER,
@@ -26,7 +26,6 @@ from catalog.sync.rows import (
     tracked_values,
     untracked_values,
 )
-from core.bulk import select_rows
 
 
 @dataclass
@@ -207,7 +206,7 @@ def _untracked_stored(pks: list[int]) -> dict[int, tuple]:
     """The stored untracked value fields of these (locked) products, by id."""
     if not pks:
         return {}
-    rows = select_rows(Product, ("id", *UNTRACKED_FIELDS), where_in=("id", pks), order_by="id")
+    rows = read_untracked(pks)
     return dict(zip(map(row_pk, rows), map(_after_pk, rows), strict=True))
 
 
