@@ -181,6 +181,8 @@ def instrument(clock: Clock) -> None:
     )
     core.bulk.select_rows = clock.wrap("select rows (Python)", core.bulk.select_rows)
     catalog.sync.resolve.select_rows = core.bulk.select_rows
+    if hasattr(catalog.sync.changes, "select_rows"):  # code before 2026-11-26 (A/B runs)
+        catalog.sync.changes.select_rows = core.bulk.select_rows
     try:  # absent from code before 2026-11-26 (A/B runs)
         import catalog.sync.catalogue
 
