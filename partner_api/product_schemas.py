@@ -7,8 +7,9 @@ every operation shares are `partner_api.error_schemas`.
 
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from catalog.plain import plain_items
 from catalog.schemas import ProductItem, RequestId, SyncContext, prevalidate_plain_items
 from core.text import TextFromNumbers
 
@@ -45,6 +46,26 @@ class BatchSyncRequest(TextFromNumbers):
             )
             obj = {**obj, "products": products}
         return super().model_validate(obj, **options)
+
+
+def plain_batch(data: Any) -> BatchSyncRequest | None:
+    """A parsed batch body (JSON whose text holds no NUL) as BatchSyncRequest, its products as
+    PlainItem records (`catalog.plain`), when every item is in the plain form and the rest of
+    the body is valid; else None: `BatchSyncRequest.model_validate` decides, and words the
+    errors.
+    """
+    if data.__class__ is not dict or data.get("products").__class__ is not list:
+        return None
+    items = plain_items(data["products"])
+    if items is None:
+        return None
+    try:
+        batch = BatchSyncRequest.model_validate({**data, "products": []})
+    except ValidationError:
+        return None
+    # Records the sync reads as it reads ProductItems (by attribute), not ProductItems.
+    batch.products = items
+    return batch
 
 
 class ItemSyncRequest(ProductItem):

@@ -37,7 +37,12 @@ from partner_api.base import (
 from partner_api.exceptions import RequestInvalid, json_invalid
 from partner_api.middleware import note_request
 from partner_api.parsers import SORTED_JSON
-from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest, SyncResponse
+from partner_api.product_schemas import (
+    BatchSyncRequest,
+    ItemSyncRequest,
+    SyncResponse,
+    plain_batch,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -236,13 +241,18 @@ class SyncView(PartnerAPIView):
                 "context": _context(data),
                 "received": received,
             }
-        payload = validate(
-            self.request_model,
-            data,
-            loc="body",
-            problems=problems,
-            context={"nul_free": True} if raw is not None and _nul_free(raw) else None,
-        )
+        nul_free = raw is not None and _nul_free(raw)
+        # A batch whose items are all in the plain form (what the connector sends) is validated
+        # natively into light records; anything else by the models, which word the errors.
+        payload = None if self.single or problems or not nul_free else plain_batch(data)
+        if payload is None:
+            payload = validate(
+                self.request_model,
+                data,
+                loc="body",
+                problems=problems,
+                context={"nul_free": True} if nul_free else None,
+            )
         return SyncBody(
             data=data,
             payload=payload,

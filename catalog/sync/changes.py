@@ -105,7 +105,7 @@ def changes(
     """
     # Compared a whole list at a time (map, compress: the loops run in C); a batch where
     # nothing changes compares 5000 products.
-    sent = [item.__dict__ for item, _ in matched]
+    sent = [item for item, _ in matched]
     rows = [row for _, row in matched]
     if posted_at is not None:
         # Every value field of a product that holds the request's time is known (its row, and
@@ -223,9 +223,7 @@ def field_changes(
     """
     found = []
     for item, row in sorted(applied, key=lambda pair: index[id(pair[0])]):
-        sent = item.__dict__
-        for name, old in zip(VALUE_FIELDS, row[VALUES:], strict=True):
-            new = sent[name]
+        for name, new, old in zip(VALUE_FIELDS, all_values(item), row[VALUES:], strict=True):
             if new is None or new == old:
                 continue
             found.append(

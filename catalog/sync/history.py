@@ -28,7 +28,7 @@ def history_rows(moved: Iterable[tuple[ProductItem, tuple]]) -> list[tuple]:
     """History rows (product, field, old, new) of the tracked fields that change."""
     rows = []
     for item, row in moved:
-        new_tracked = tracked_values(item.__dict__)
+        new_tracked = tracked_values(item)
         for name, old_value, new_value in zip(
             TRACKED_FIELDS, row_tracked(row), new_tracked, strict=True
         ):

@@ -70,10 +70,10 @@ def row_computed(posted_at, *, catalogue: bool = False) -> dict[str, tuple]:
 # Of an item (a whole list at a time, with map).
 item_ean = operator.attrgetter("ean")
 item_stock_code = operator.attrgetter("stock_code")
-# Of an item's __dict__.
-tracked_values = operator.itemgetter(*TRACKED_FIELDS)
-untracked_values = operator.itemgetter(*UNTRACKED_FIELDS)
-all_values = operator.itemgetter(*VALUE_FIELDS)
+# Of an item: a ProductItem, or a PlainItem (`catalog.plain`), read alike by attribute.
+tracked_values = operator.attrgetter(*TRACKED_FIELDS)
+untracked_values = operator.attrgetter(*UNTRACKED_FIELDS)
+all_values = operator.attrgetter(*VALUE_FIELDS)
 # Of a read row.
 row_tracked = operator.itemgetter(slice(VALUES, TRACKED_END))
 # Of a row read with READ_WITH_CATALOGUE.
