@@ -24,16 +24,18 @@ import itertools
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Annotated, Any
 
 import msgspec
+from msgspec.structs import astuple
 
 from catalog.schemas import (
     _PLAIN_KEY,
     _PLAIN_KEY_OR_EMPTY,
     _PRICES,
     _WEIGHTS,
+    OPTIONAL_FIELDS,
     VALUE_FIELDS,
     ProductItem,
     _plain_item_schema,
@@ -148,7 +150,7 @@ PlainItem, _DECIMAL_FIELDS, _KEY_FIELDS = _record_type()
 _LIST = list[PlainItem]  # type: ignore[valid-type]
 
 
-def _decimal_of(column: Any) -> Callable[[Any], Decimal | None]:
+def _decimals_of(column: Any) -> Callable[[list[Any]], list[Decimal | None]]:
     ints, floats = column[int].__getitem__, column[float].__getitem__
 
     def decimal(number: Any) -> Decimal | None:
@@ -156,10 +158,18 @@ def _decimal_of(column: Any) -> Callable[[Any], Decimal | None]:
             return None
         return floats(number) if number.__class__ is float else ints(number)
 
-    return decimal
+    def decimals(numbers: list[Any]) -> list[Decimal | None]:
+        # All of one kind (a connector writes its prices alike): looked up in C.
+        kinds = list(map(type, numbers))
+        for kind, lookup in ((float, floats), (int, ints)):
+            if kinds.count(kind) == len(numbers):
+                return list(map(lookup, numbers))
+        return list(map(decimal, numbers))
+
+    return decimals
 
 
-_DECIMALS = {name: _decimal_of(column) for name, column in _DECIMAL_FIELDS.items()}
+_DECIMALS = {name: _decimals_of(column) for name, column in _DECIMAL_FIELDS.items()}
 
 
 # Outside printable ASCII, or a space first or last on a line (a key, in `_plain_keys`).
@@ -198,10 +208,23 @@ def plain_items(items: list[Any]) -> list[PlainItem] | None:  # type: ignore[val
         for name, empty in _KEY_FIELDS.items()
     ):
         return None
-    for name, decimal in _DECIMALS.items():
+    for name, decimals in _DECIMALS.items():
         try:
-            numbers = list(map(decimal, map(attrgetter(name), records)))
+            numbers = decimals(list(map(attrgetter(name), records)))
         except ValueError:  # negative, not finite, or it does not fit the column
             return None
         list(map(setattr, records, itertools.repeat(name), numbers))
     return records
+
+
+# The fields after the keys, in PlainItem's order (ProductItem's): the optional catalogue fields.
+_OPTIONAL_START = PlainItem.__struct_fields__.index("ean") + 1
+_optional = itemgetter(slice(_OPTIONAL_START, None))
+if PlainItem.__struct_fields__[_OPTIONAL_START:] != OPTIONAL_FIELDS:
+    raise TypeError("PlainItem's fields after the EAN are not the optional catalogue fields")
+
+
+def optional_values(records: list[PlainItem]) -> list[tuple]:  # type: ignore[valid-type]
+    """The optional catalogue fields' values of each record (`OPTIONAL_FIELDS`, in order), in
+    C: a fifth of what getting them by name costs."""
+    return list(map(_optional, map(astuple, records)))

@@ -21,10 +21,10 @@ from catalog.sync.rows import (
     UNTRACKED_FIELDS,
     VALUES,
     all_values,
+    items_untracked,
     row_pk,
     row_tracked,
     tracked_values,
-    untracked_values,
 )
 
 
@@ -128,7 +128,7 @@ def changes(
                         ),
                         map(
                             operator.eq,
-                            map(untracked_values, held_sent),
+                            items_untracked(held_sent),
                             map(catalogue.__getitem__, map(row_pk, held_rows)),
                         ),
                     )
@@ -155,7 +155,7 @@ def changes(
             (row[0], *all_values(values), *row_tracked(row), *located_at(row))
             for values, row in zip(sent, rows, strict=True)
         ], list(matched)
-    news = list(map(untracked_values, itertools.compress(sent, same)))
+    news = items_untracked(list(itertools.compress(sent, same)))
     # An item that sends none of these fields (a connector's usual push of stock levels) keeps
     # them all: its product's are not read.
     sends = list(map(operator.ne, news, itertools.repeat(_NOTHING_SENT)))

@@ -8,7 +8,8 @@ import operator
 from django.db import connection
 
 from catalog.models import Product
-from catalog.schemas import TRACKED_FIELDS, VALUE_FIELDS
+from catalog.plain import PlainItem, optional_values
+from catalog.schemas import OPTIONAL_FIELDS, TRACKED_FIELDS, VALUE_FIELDS
 
 # What the sync reads of each product with its lock: the key, the document time, and the fields
 # it compares in Python (a real call the tracked fields; a dry run every field). The other value
@@ -73,6 +74,17 @@ item_stock_code = operator.attrgetter("stock_code")
 # Of an item: a ProductItem, or a PlainItem (`catalog.plain`), read alike by attribute.
 tracked_values = operator.attrgetter(*TRACKED_FIELDS)
 untracked_values = operator.attrgetter(*UNTRACKED_FIELDS)
+if UNTRACKED_FIELDS != OPTIONAL_FIELDS:
+    raise TypeError("a tracked field is optional: `items_untracked` would take the wrong fields")
+
+
+def items_untracked(items: list) -> list[tuple]:
+    """`untracked_values` of each item, a whole list at a time: PlainItem records' in C."""
+    if list(map(type, items)).count(PlainItem) == len(items):
+        return optional_values(items)
+    return list(map(untracked_values, items))
+
+
 all_values = operator.attrgetter(*VALUE_FIELDS)
 # Of a read row.
 row_tracked = operator.itemgetter(slice(VALUES, TRACKED_END))

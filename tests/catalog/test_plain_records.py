@@ -197,3 +197,24 @@ def test_a_plain_batch_through_the_api_is_validated_natively(api_client, monkeyp
     product = Product.objects.get(stock_code="SC-1")
     assert product.shop_quantity == 7 and product.name == body["products"][0]["name"]
     assert product.catalog_price == Decimal(str(body["products"][0]["catalog_price"]))
+
+
+def test_the_optional_fields_of_records_are_read_as_by_name():
+    from catalog.sync.rows import items_untracked, untracked_values
+
+    products = [full_item(i, name=None, weight_kg=1.5 + i) for i in range(4)]
+    records = plain_items(products)
+    models = BatchSyncRequest.model_validate({"products": products}).products
+    by_name = list(map(untracked_values, models))
+    assert items_untracked(records) == by_name == list(map(untracked_values, records))
+    assert items_untracked(models) == by_name
+    assert items_untracked([records[0], models[1]]) == by_name[:2]
+    assert items_untracked([]) == []
+
+
+def test_prices_of_mixed_kinds_are_made_as_the_rules_make_them():
+    products = [full_item(1, catalog_price=5), full_item(2, catalog_price=5.0)]
+    products += [full_item(3, weight_kg=None), full_item(4, weight_kg=7)]
+    records = assert_a_shortcut_to_the_full_rules(products)
+    assert [repr(r.catalog_price) for r in records[:2]] == ["Decimal('5')", "Decimal('5.0')"]
+    assert records[2].weight_kg is None and repr(records[3].weight_kg) == "Decimal('7')"
