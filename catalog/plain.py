@@ -159,11 +159,11 @@ def _decimals_of(column: Any) -> Callable[[list[Any]], list[Decimal | None]]:
         return floats(number) if number.__class__ is float else ints(number)
 
     def decimals(numbers: list[Any]) -> list[Decimal | None]:
-        # All of one kind (a connector writes its prices alike): looked up in C.
+        # All of one kind (a connector writes its prices alike): made together.
         kinds = list(map(type, numbers))
-        for kind, lookup in ((float, floats), (int, ints)):
+        for kind in (float, int):
             if kinds.count(kind) == len(numbers):
-                return list(map(lookup, numbers))
+                return column[kind].many(numbers)
         return list(map(decimal, numbers))
 
     return decimals

@@ -5,9 +5,11 @@ a rule (a length, a type, a key normalisation) lives here and nowhere else. pyda
 work in compiled code, which keeps a 5000-item batch cheap to validate.
 """
 
+import re
 from decimal import Context, Decimal, DecimalException, Inexact, InvalidOperation
 from enum import StrEnum
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import (
@@ -278,6 +280,10 @@ class _ColumnDecimals(dict):
         self._context = Context(prec=max_digits, traps=[Inexact, InvalidOperation])
         self._quantum = Decimal(1).scaleb(-places)
         self._size = size
+        # Numbers, one a line, each written with digits only, at most the column's before the
+        # point and its places after (`many`).
+        number = rf"\d{{1,{max_digits - places}}}(?:\.\d{{1,{places}}})?"
+        self._fitting = re.compile(rf"(?:{number}\n)*{number}")
 
     def __missing__(self, number: int | float) -> Decimal:
         # -0.0 is not negative (Decimal("-0.0") >= 0 too); NaN is neither.
@@ -293,6 +299,25 @@ class _ColumnDecimals(dict):
                 self.clear()
             self[number] = value
         return value
+
+    def many(self, numbers: list[int] | list[float]) -> list[Decimal]:
+        """`[self[number] for number in numbers]`, for numbers all of this dict's kind; those
+        not kept made together: when each one's shortest text (repr, as `__missing__` reads
+        it) has no more places than the column and no more digits before the point, one
+        match over all of them says so, and each Decimal is made from its text in C. Any
+        other (negative, an exponent, too long) is left to `__missing__`, one by one.
+        """
+        found = list(map(self.get, numbers))
+        if None not in found:
+            return found  # type: ignore[return-value]
+        missing = list(dict.fromkeys(compress(numbers, map(is_, found, repeat(None)))))
+        texts = list(map(repr, missing))
+        if len(self) + len(missing) <= self._size and self._fitting.fullmatch("\n".join(texts)):
+            made = dict(zip(missing, map(Decimal, texts), strict=True))
+            # Zero is never kept (0.0 and -0.0 are one key; "-0.0" does not match).
+            made.pop(0, None)
+            self.update(made)
+        return list(map(self.__getitem__, numbers))
 
 
 def _column_decimals(max_digits: int, places: int, *, size: int) -> dict[type, _ColumnDecimals]:

@@ -218,3 +218,27 @@ def test_prices_of_mixed_kinds_are_made_as_the_rules_make_them():
     records = assert_a_shortcut_to_the_full_rules(products)
     assert [repr(r.catalog_price) for r in records[:2]] == ["Decimal('5')", "Decimal('5.0')"]
     assert records[2].weight_kg is None and repr(records[3].weight_kg) == "Decimal('7')"
+
+
+@pytest.mark.parametrize("kind", [float, int])
+def test_numbers_made_together_are_those_made_one_by_one(kind):
+    from catalog.schemas import _PRICES, _WEIGHTS
+
+    if kind is float:
+        numbers = [round(100 + i * 0.37, 2) for i in range(300)] + [0.0, 1e-4, 9999999999.9999]
+        refused = [5e-05, 1e16, 1.00001, 12345678901.0, -1.5]
+    else:
+        numbers = [0, 7, 7, 10**10 - 1, 123456]
+        refused = [-1, 10**10]
+    for column in (_PRICES[kind], _WEIGHTS[kind]):
+        column.clear()
+        one_by_one = [column[n] for n in numbers if column._fitting.fullmatch(repr(n))]
+        column.clear()
+        fitting = [n for n in numbers if column._fitting.fullmatch(repr(n))]
+        together = column.many(fitting)
+        assert [repr(d) for d in together] == [repr(d) for d in one_by_one]
+        assert 0 not in column and len(column) == len(set(fitting) - {0})
+        for number in refused:
+            with pytest.raises(ValueError):
+                column.many([*fitting[:3], number])
+    assert repr(_PRICES[float].many([-0.0])[0]) == "Decimal('-0.0')" if kind is float else True
