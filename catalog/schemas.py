@@ -308,7 +308,9 @@ class _ColumnDecimals(dict):
         other (negative, an exponent, too long) is left to `__missing__`, one by one.
         """
         found = list(map(self.get, numbers))
-        if None not in found:
+        # Not `None in found`: a Decimal compared with None asks whether None is a
+        # numbers.Rational (an ABC, in Python). A kept Decimal is never zero, so never false.
+        if all(found):
             return found  # type: ignore[return-value]
         missing = list(dict.fromkeys(compress(numbers, map(is_, found, repeat(None)))))
         texts = list(map(repr, missing))

@@ -150,6 +150,8 @@ def instrument(clock: Clock) -> None:
     views.ProductItemView.request_model = types.SimpleNamespace(
         model_validate=clock.wrap("pydantic validation", ItemSyncRequest.model_validate)
     )
+    if hasattr(views, "plain_batch"):  # absent from code before 2026-11-26 (A/B runs)
+        views.plain_batch = clock.wrap("validation (msgspec, plain records)", views.plain_batch)
     idempotency = catalog.sync.idempotency
     idempotency.body_hash = clock.wrap("body hash (canonical JSON + sha256)", idempotency.body_hash)
     service = catalog.sync.service
