@@ -4,8 +4,8 @@ records (`PlainItem`, a msgspec Struct) instead of ProductItem instances.
 The plain form (`catalog.schemas`, "The plain form of an item") is what the partner's connector
 sends: for such an item ProductItem's rules return every value as it came, so pydantic-core's
 constraints alone decide. `plain_items` checks the same constraints with msgspec, which makes
-no pydantic model per item: a 5000-item batch costs some 5 ms there against 45 to 70 for the
-ProductItem instances (`docs/BENCHMARKS.md`, item 19).
+no pydantic model per item: a 5000-item batch costs 15 to 20 ms (msgspec's own part 5 to 12)
+against 45 to 70 for the ProductItem instances (`docs/BENCHMARKS.md`, item 19).
 
 Only ever a shortcut to the same values: msgspec takes a subset of what the plain form takes
 (strict types: no bool for a number, no 5.0 for a quantity, no unknown field), and anything it
