@@ -105,7 +105,7 @@ def changes(
     """
     # Compared a whole list at a time (map, compress: the loops run in C); a batch where
     # nothing changes compares 5000 products.
-    sent = [item for item, _ in matched]
+    sent = [item for item, _ in matched]  # the items, as `matched`'s firsts
     rows = [row for _, row in matched]
     if posted_at is not None:
         # Every value field of a product that holds the request's time is known (its row, and
@@ -152,8 +152,8 @@ def changes(
     if not kept:
         # The usual batch of new stock levels: every product is written.
         return [
-            (row[0], *all_values(values), *row_tracked(row), *located_at(row))
-            for values, row in zip(sent, rows, strict=True)
+            (row[0], *all_values(item), *row_tracked(row), *located_at(row))
+            for item, row in zip(sent, rows, strict=True)
         ], list(matched)
     news = items_untracked(list(itertools.compress(sent, same)))
     # An item that sends none of these fields (a connector's usual push of stock levels) keeps
@@ -179,13 +179,13 @@ def changes(
     }
     updates: list[tuple] = []
     moved: list[tuple[ProductItem, tuple]] = []
-    for pair, values, row, tracked_same in zip(matched, sent, rows, same, strict=True):
+    for pair, row, tracked_same in zip(matched, rows, same, strict=True):
         if tracked_same:
             if row[0] not in changing:
                 continue
         else:
             moved.append(pair)
-        updates.append((row[0], *all_values(values), *row_tracked(row), *located_at(row)))
+        updates.append((row[0], *all_values(pair[0]), *row_tracked(row), *located_at(row)))
     return updates, moved
 
 
