@@ -242,3 +242,20 @@ def test_numbers_made_together_are_those_made_one_by_one(kind):
             with pytest.raises(ValueError):
                 column.many([*fitting[:3], number])
     assert repr(_PRICES[float].many([-0.0])[0]) == "Decimal('-0.0')" if kind is float else True
+
+
+@pytest.mark.django_db
+def test_duplicate_keys_in_a_plain_batch_are_400_naming_every_index(api_client, monkeypatch):
+    from partner_api import products as view
+
+    taken = []
+    real = view.plain_batch
+    monkeypatch.setattr(view, "plain_batch", lambda data: taken.append(real(data)) or taken[-1])
+    products = [full_item(1), full_item(2, ean=None), full_item(1), full_item(2, ean="")]
+    response = post_sync(api_client, {"products": products, "request_id": "D-1"})
+    assert [type(p) for p in taken[0].products] == [PlainItem] * 4
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert {e["type"] for e in detail} == {"duplicate_key"}
+    by_index = {e["loc"][2]: e["ctx"]["indexes"] for e in detail}
+    assert by_index == {0: [0, 2], 2: [0, 2], 1: [1, 3], 3: [1, 3]}
