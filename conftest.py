@@ -1,5 +1,7 @@
 """Shared fixtures: API keys and clients that carry them."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.conf import settings
 from django.core.cache import cache
@@ -55,3 +57,17 @@ shop_key, shop_client = _key_fixtures("shop_key", "shop_client", name="storefron
 @pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()
+
+
+# 20 s into a minute: the invalid-key counts of one test never straddle two fixed windows.
+AUTH_CLOCK_START = 1_800_000_000.0 + 20
+
+
+@pytest.fixture
+def auth_clock(monkeypatch) -> SimpleNamespace:
+    """The invalid-key limit's clock, stopped 20 s into a minute; a test moves `now` by hand."""
+    from partner_api import authentication
+
+    clock = SimpleNamespace(now=AUTH_CLOCK_START)
+    monkeypatch.setattr(authentication, "time", SimpleNamespace(time=lambda: clock.now))
+    return clock

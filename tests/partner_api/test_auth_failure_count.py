@@ -7,7 +7,8 @@ from rest_framework.test import APIClient
 
 from partner_api.models import AuthFailureCount
 
-pytestmark = pytest.mark.django_db
+# The limit's clock is stopped: a test's counts never straddle two windows.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("auth_clock")]
 
 POLL = "/api/v1/partner/orders"
 

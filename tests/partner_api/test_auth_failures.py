@@ -9,22 +9,17 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from catalog.models import SyncAudit
-from partner_api import authentication
 from tests.partner_api.sync_helpers import item, post_sync
 
 pytestmark = pytest.mark.django_db
 
 ORDERS = "partner_api:orders-poll"
-# 20 s into a minute: the counts of one test never straddle two windows.
-START = 1_800_000_000.0 + 20
 
 
 @pytest.fixture(autouse=True)
-def clock(monkeypatch) -> SimpleNamespace:
+def clock(auth_clock) -> SimpleNamespace:
     """The limit's clock, stopped; tests move it by hand."""
-    clock = SimpleNamespace(now=START)
-    monkeypatch.setattr(authentication, "time", SimpleNamespace(time=lambda: clock.now))
-    return clock
+    return auth_clock
 
 
 def _client(key: str | None = None, **meta) -> APIClient:

@@ -61,6 +61,7 @@ def test_missing_or_invalid_keys_stay_401_on_shop_operations(anon_client, method
 
 
 @override_settings(AUTH_FAILURE_RATE="3/min")
+@pytest.mark.usefixtures("auth_clock")
 def test_a_key_of_the_other_scope_does_not_count_as_an_invalid_key(shop_client, api_client):
     for _ in range(5):
         assert shop_client.get("/api/v1/partner/orders").status_code == 403
