@@ -21,7 +21,6 @@ module does not know makes importing it fail, rather than letting through what t
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable
 from decimal import Decimal
 from operator import attrgetter, itemgetter
@@ -172,14 +171,10 @@ def _decimals_of(column: Any) -> Callable[[list[Any]], list[Decimal | None]]:
 _DECIMALS = {name: _decimals_of(column) for name, column in _DECIMAL_FIELDS.items()}
 
 
-# Outside printable ASCII, or a space first or last on a line (a key, in `_plain_keys`).
-_NOT_PLAIN_KEY = re.compile(r"[^ -~\n]|^ | $", re.MULTILINE)
-
-
 def _plain_keys(keys: list[str | None], *, empty: bool) -> bool:
-    """Whether every key matches its plain pattern, the whole batch's keys in one search:
-    printable ASCII, no space at either end, not empty (`_PLAIN_KEY`); with `empty`, null or
-    empty keys too (`_PLAIN_KEY_OR_EMPTY`, the EAN's, whose msgspec type takes null).
+    """Whether every key matches its plain pattern, the whole batch's keys at once: printable
+    ASCII, no space at either end, not empty (`_PLAIN_KEY`); with `empty`, null or empty keys
+    too (`_PLAIN_KEY_OR_EMPTY`, the EAN's, whose msgspec type takes null).
     """
     if empty:
         keys = [key for key in keys if key]
@@ -187,9 +182,13 @@ def _plain_keys(keys: list[str | None], *, empty: bool) -> bool:
         return False
     if not keys:
         return True
+    # Printable ASCII is the space to the tilde: no newline, no other control character.
+    whole = "".join(keys)  # type: ignore[arg-type]
+    if not (whole.isascii() and whole.isprintable()):
+        return False
+    # Then a newline only separates keys: a space next to one, or at either end, ends a key.
     joined = "\n".join(keys)  # type: ignore[arg-type]
-    # A key that holds a newline would split into two lines.
-    return joined.count("\n") == len(keys) - 1 and _NOT_PLAIN_KEY.search(joined) is None
+    return not (joined[0] == " " or joined[-1] == " " or " \n" in joined or "\n " in joined)
 
 
 def plain_items(items: list[Any]) -> list[PlainItem] | None:  # type: ignore[valid-type]

@@ -2,6 +2,7 @@
 (`catalog.plain`); it must hold exactly what ProductItem's full rules make of it (the same
 values of the same types, key, payload), and anything else must go to the full rules whole."""
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog.plain import PlainItem, _plain_keys, plain_items
-from catalog.schemas import ProductItem
+from catalog.schemas import _PLAIN_KEY, _PLAIN_KEY_OR_EMPTY, ProductItem
 from partner_api.product_schemas import BatchSyncRequest, plain_batch
 from tests.catalog.test_plain_items import _cases, _holds_nul, any_item, plain_item
 from tests.factories import full_item
@@ -145,6 +146,25 @@ def test_a_key_check_for_the_whole_batch():
     assert _plain_keys([None, None], empty=True)
     assert not _plain_keys([None, " 859"], empty=True)
     assert not _plain_keys(["859", "\n"], empty=True)
+    assert not _plain_keys(["A", "B ", "C"], empty=False)
+    assert not _plain_keys(["A", " B", "C"], empty=False)
+    assert not _plain_keys(["A", "B\x7f"], empty=False)
+    assert not _plain_keys(["A", "B\tC"], empty=False)
+    assert not _plain_keys(["A", "Bé"], empty=False)
+    assert not _plain_keys([" "], empty=True)
+
+
+_KEY_TEXT = st.text(alphabet=st.sampled_from("aZ9- ~!\n\t\r\x7f\x00é\u2028"), max_size=4)
+
+
+@settings(max_examples=500, deadline=None)
+@given(keys=st.lists(st.one_of(st.none(), _KEY_TEXT), max_size=6), empty=st.booleans())
+def test_the_key_check_for_the_whole_batch_is_the_pattern_for_each_key(keys, empty):
+    pattern = _PLAIN_KEY_OR_EMPTY if empty else _PLAIN_KEY
+    if not empty:
+        keys = [key or "" for key in keys]
+    expected = all(key is None or re.fullmatch(pattern, key) for key in keys)
+    assert _plain_keys(keys, empty=empty) == expected, keys
 
 
 def test_a_body_is_a_plain_batch_only_when_all_of_it_is_valid():
