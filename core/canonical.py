@@ -38,8 +38,8 @@ def canonical_json(
     goes) is written as parsed, sorted: still exact, only blind to number spelling. `raw`, the
     bytes `data` was parsed from, lets most documents skip the walk (`_without_rewriting`);
     `sorted_bytes`, orjson's bytes of `data` with sorted keys when every number in it is finite
-    (as orjson parsed it) and below 1e16 (no "e+" in them; `partner_api.parsers.Parsed`), skip
-    writing and checking them too.
+    and below 1e16 (no "e+" in them; `partner_api.parsers.Parsed`), skip writing and checking
+    them too.
     """
     if sorted_bytes is not None:
         written = _rewritten(sorted_bytes, large_floats=False)

@@ -116,7 +116,7 @@ class Parsed:
     """A JSON text parsed (`parse_json_sorted`)."""
 
     value: object
-    # orjson's bytes of `value` with its keys sorted, when orjson's parse was taken (then every
+    # orjson's bytes of `value` with its keys sorted, when the proven parse was taken (then every
     # number in `value` is finite) and no float is 1e16 or more (written with "e+"). None
     # otherwise.
     sorted_bytes: bytes | None
