@@ -12,7 +12,8 @@ The scenario is the connector's unchanged document (`over_http.py`'s "nothing ch
 items, each request a new `request_id` with the same `posted_at` and stock levels, so neither
 server writes a product and the two share the catalogue without disturbing each other. Both run
 with `gunicorn.conf.py` and `--workers` workers; the order of the pair swaps every round. No
-floor: the ratio of the two medians is the result.
+floor: the ratio of the two medians is the result. This checkout migrates the database: the
+other must be a commit with the same migrations.
 """
 
 from __future__ import annotations
