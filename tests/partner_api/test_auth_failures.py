@@ -1,7 +1,5 @@
 """Requests with an invalid X-API-Key are limited per client address."""
 
-from types import SimpleNamespace
-
 import pytest
 from django.conf import settings
 from django.test import override_settings
@@ -11,15 +9,10 @@ from rest_framework.test import APIClient
 from catalog.models import SyncAudit
 from tests.partner_api.sync_helpers import item, post_sync
 
-pytestmark = pytest.mark.django_db
+# The limit's clock is stopped (`auth_clock`); a test moves it by hand.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("auth_clock")]
 
 ORDERS = "partner_api:orders-poll"
-
-
-@pytest.fixture(autouse=True)
-def clock(auth_clock) -> SimpleNamespace:
-    """The limit's clock, stopped; tests move it by hand."""
-    return auth_clock
 
 
 def _client(key: str | None = None, **meta) -> APIClient:
@@ -111,8 +104,8 @@ def test_the_limit_can_be_switched_off():
 
 
 @override_settings(AUTH_FAILURE_RATE="2/min")
-def test_the_next_window_starts_from_zero(clock):
+def test_the_next_window_starts_from_zero(auth_clock):
     bad = _client("bad.key")
     assert [bad.get(reverse(ORDERS)).status_code for _ in range(3)] == [401, 401, 429]
-    clock.now += 40
+    auth_clock.now += 40
     assert bad.get(reverse(ORDERS)).status_code == 401
