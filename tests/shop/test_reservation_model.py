@@ -507,6 +507,24 @@ class ReservationMachine(RuleBasedStateMachine):
             posted_at=posted_at,
         )
 
+    @precondition(lambda self: any(p.posted_at for p in self.model.products))
+    @rule(data=st.data())
+    def sync_an_older_document(self, data):
+        """A document a moment older than the one a product holds, arriving late: its item is
+        stale (a run meets this case every time, not only when `sync` happens to draw it)."""
+        product = data.draw(
+            st.sampled_from([p for p in self.model.products if p.posted_at]), label="product"
+        )
+        posted_at = product.posted_at - timedelta(microseconds=1)
+        quantity = data.draw(st.integers(0, 10), label="level")
+        items = [(product, quantity)]
+        body = {
+            "products": [item(product.stock_code, ean=product.ean, shop_quantity=quantity)],
+            "sync_context": {"source_type": "stock_issue", "posted_at": _iso(posted_at)},
+            "request_id": self._next("LATE"),
+        }
+        self._send_sync(SYNC, body, dry_run=False, items=items, posted_at=posted_at)
+
     @precondition(lambda self: self.syncs)
     @rule(data=st.data())
     def sync_again(self, data):
