@@ -3,14 +3,20 @@ line per request. None of them may weaken production."""
 
 import logging
 import os
+import socket
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.urls import reverse
+from rest_framework_api_key.models import APIKey
 
 from config.local_env import load_local_env, local_env_text
+from tests.e2e.live_service import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,3 +84,56 @@ def test_the_root_links_the_docs_the_admin_and_the_health_check(client):
 def test_runserver_does_not_log_a_request_a_second_time():
     # The request middleware writes the one line; runserver's access log stays quiet.
     assert not logging.getLogger("django.server").isEnabledFor(logging.ERROR)
+
+
+def _listening_socket() -> socket.socket:
+    """A server socket on a free loopback port, as another `make run` would hold it."""
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    return held
+
+
+def _demo_keys() -> list[tuple[str, str, bool]]:
+    return sorted(APIKey.objects.values_list("name", "hashed_key", "revoked"))
+
+
+@pytest.mark.django_db
+def test_demo_stops_before_rotating_the_keys_when_the_port_is_taken():
+    call_command("demo", "--port", str(free_port()), stdout=StringIO())
+    keys = _demo_keys()
+    held = _listening_socket()
+    port = held.getsockname()[1]
+    out = StringIO()
+    try:
+        with pytest.raises(CommandError) as refused:
+            call_command("demo", "--port", str(port), stdout=out)
+    finally:
+        held.close()
+    message = str(refused.value)
+    assert f"Port {port}" in message and "in use" in message
+    assert f"make run PORT={port + 1}" in message
+    assert "export" not in out.getvalue()
+    # The keys a shell exported from the first run still work.
+    assert _demo_keys() == keys
+
+
+@pytest.mark.django_db
+def test_demo_runs_on_a_free_port():
+    out = StringIO()
+    port = free_port()
+    call_command("demo", "--port", str(port), stdout=out)
+    assert f"http://127.0.0.1:{port}/api/docs/" in out.getvalue()
+
+
+def test_make_run_checks_the_port_before_the_server_starts():
+    # The demo step (which checks the port, then rotates the keys) gets make's PORT, and
+    # runserver starts only after it succeeded.
+    done = subprocess.run(
+        ["make", "-n", "run", "PORT=8765"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    commands = done.stdout
+    assert "manage.py demo --port 8765 &&" in commands
+    assert commands.index("demo --port 8765") < commands.index(
+        "runserver --noreload 127.0.0.1:8765"
+    )

@@ -1,11 +1,12 @@
 import secrets
+import socket
 from importlib import import_module
 from importlib.util import find_spec
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from rest_framework_api_key.models import APIKey
 
 from partner_api.keys import api_key_replace
@@ -35,9 +36,21 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--port", type=int, default=8000, help="Port the service will use.")
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=None,
+            help=(
+                "Port the service will use (default 8000). When given, the command first "
+                "checks that nothing listens on 127.0.0.1:PORT and stops, changing nothing "
+                "(the demo keys stay valid), when something does."
+            ),
+        )
 
-    def handle(self, *args, port: int, **options):
+    def handle(self, *args, port: int | None, **options):
+        if port is not None:
+            _port_free_or_stop(port)
+        port = 8000 if port is None else port
         call_command("migrate", interactive=False, verbosity=0)
         for seed in demo_seeds():
             for line in seed():
@@ -82,3 +95,23 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         users.objects.create_superuser(username="admin", email="", password=password)
         return password
+
+
+def _port_free_or_stop(port: int) -> None:
+    """Stop before any change when another server already listens on 127.0.0.1:`port`.
+
+    The check binds the port as runserver will (address reuse on, so a port left in TIME_WAIT
+    by a server that just stopped still counts as free).
+    """
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+    except OSError as exc:
+        raise CommandError(
+            f"Port {port} on 127.0.0.1 is in use ({exc.strerror}): another server is running "
+            f"there. Stop it, or pick another port: make run PORT={port + 1}. "
+            "Nothing was changed; the demo keys exported before still work."
+        ) from None
+    finally:
+        probe.close()
