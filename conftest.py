@@ -8,7 +8,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from partner_api.keys import api_key_create
-from tests.environment import no_local_env_file
+from tests.environment import is_missing_tool_skip, no_local_env_file, tools_required
 
 # Tests never read the developer's `.env` that `make run` wrote: neither here nor in the
 # `manage.py` processes they start, which inherit this.
@@ -22,6 +22,19 @@ def _on_postgres() -> bool:
 def pytest_runtest_setup(item):
     if item.get_closest_marker("postgres") and not _on_postgres():
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under REQUIRE_TOOLS=1 (CI), a test skipped for want of a tool fails instead."""
+    outcome = yield
+    report = outcome.get_result()
+    if not (report.skipped and tools_required()) or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if is_missing_tool_skip(reason):
+        report.outcome = "failed"
+        report.longrepr = f"REQUIRE_TOOLS is set and a tool is missing: {reason}"
 
 
 @pytest.fixture(autouse=True)

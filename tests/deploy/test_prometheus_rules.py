@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from monitoring.metrics import PLACEMENT_RESULTS
+from tests.environment import missing_tool_reason
 from tests.monitoring.helpers import TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +18,7 @@ RULES_DIR = ROOT / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool")
 
 needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool is missing (Debian package prometheus; .ci/run installs it)"
+    PROMTOOL is None, reason=missing_tool_reason("promtool", "prometheus")
 )
 
 

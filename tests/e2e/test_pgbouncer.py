@@ -21,11 +21,12 @@ from tests.e2e.reliability_harness import (
     site,
     url_through,
 )
+from tests.environment import missing_tool_reason
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.postgres,
-    pytest.mark.skipif(PGBOUNCER is None, reason="Debian's pgbouncer missing"),
+    pytest.mark.skipif(PGBOUNCER is None, reason=missing_tool_reason("pgbouncer", "pgbouncer")),
 ]
 
 # The scenarios of test_concurrency and test_faults, run here against this module's service.

@@ -16,11 +16,14 @@ import pytest
 from tests.e2e.live_service import manage
 from tests.e2e.prometheus_server import prometheus
 from tests.e2e.reliability_harness import call, item, site, wait_until
+from tests.environment import missing_tool_reason
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.postgres,
-    pytest.mark.skipif(shutil.which("prometheus") is None, reason="Debian's prometheus missing"),
+    pytest.mark.skipif(
+        shutil.which("prometheus") is None, reason=missing_tool_reason("prometheus", "prometheus")
+    ),
 ]
 
 SYNC = "/api/v1/partner/products/sync"

@@ -22,6 +22,7 @@ import pytest
 from tests.e2e.live_service import NGINX, nginx_proxy
 from tests.e2e.prometheus_server import prometheus
 from tests.e2e.reliability_harness import call, item, site, wait_until
+from tests.environment import missing_tool_reason
 
 pytestmark = [
     pytest.mark.e2e,
@@ -171,7 +172,9 @@ def test_an_acknowledgement_race_across_both_has_one_winner(two):
         assert (status, reference) == ("acknowledged", winner)
 
 
-@pytest.mark.skipif(shutil.which("prometheus") is None, reason="Debian's prometheus missing")
+@pytest.mark.skipif(
+    shutil.which("prometheus") is None, reason=missing_tool_reason("prometheus", "prometheus")
+)
 def test_prometheus_scraping_both_sums_their_counters(two, tmp_path):
     codes = two.seed_products("PRM", 6)
     per_server = {0: 4, 1: 2}
