@@ -2,4 +2,4 @@ import sys
 
 from connector.cli import main
 
-sys.exit(main())
+sys.exit(main(prog="python -m connector"))

@@ -1,14 +1,17 @@
-"""Command line: `python -m connector push DOCUMENT`, `orders pull --out DIR`, `orders ack FILE`,
-`orders status FILE`.
+"""Command line: `stock-sync-connector push DOCUMENT` (or `python -m connector ...` in the
+checkout), `orders pull --out DIR`, `orders ack FILE`, `orders status FILE`.
 
-Exit status of `push`: 0 synced, 1 partial, 3 failed, 4 unchanged (no answer or key refused:
-push again later), 2 the document or the command line is wrong (a draft, an invalid row, a
-missing key).
+Exit status of `push`: 0 synced, 1 partial, 3 failed, 4 unchanged (no answer: push again
+later), 5 the key was refused (401, 403: no retry helps), 2 the document or the command line is
+wrong (a draft, an invalid row, a missing key).
 
 Exit status of `orders pull`, `orders ack` and `orders status`: 0 done; 1 (ack, status) some
 orders need a person (a conflict, an unknown order, a refused line); 2 the file or the command
 line is wrong (nothing was sent); 3 (pull) the service refused the poll; 4 not finished (no
-answer after every retry, or the key was refused): run it again later, which is safe.
+answer after every retry): run it again later, which is safe; 5 the key was refused.
+
+`--help` of each command lists the columns it reads, its exit statuses and its environment
+variables; they are built from the same constants the reading uses.
 """
 
 from __future__ import annotations
@@ -20,18 +23,34 @@ import os
 import shutil
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from connector.document import DocumentInvalid, DocumentNotPosted, load_document, parse_document
+from connector.document import (
+    BOOLEAN_FIELDS,
+    CSV_DOCUMENT_COLUMNS,
+    REQUIRED_FIELDS,
+    SOURCE_TYPES,
+    STRING_FIELDS,
+    DocumentInvalid,
+    DocumentNotPosted,
+    load_document,
+    parse_document,
+    posted_at_problem,
+)
 from connector.order_status import (
     PARTNER_REPORTED_STATUSES,
+    STATUS_OPTIONAL,
+    STATUS_REQUIRED,
     orders_report_status,
     parse_status_file,
 )
 from connector.orders import (
+    ACK_OPTIONAL,
+    ACK_REQUIRED,
     DEFAULT_PAGE_SIZE,
     PAGE_SIZE_MAX,
     orders_acknowledge,
@@ -46,6 +65,7 @@ from connector.push import (
     RetryPolicy,
     ServiceClient,
     SyncStatus,
+    document_warnings,
     push_document,
 )
 from connector.rows import FileInvalid, LineResult, Outcome
@@ -58,13 +78,17 @@ EXIT_CODES = {
     SyncStatus.UNCHANGED: 4,
 }
 EXIT_USAGE = 2
+# The service refused the key (401 wrong, revoked or expired; 403 not a partner key).
+EXIT_KEY_REFUSED = 5
 ORDER_EXIT_CODES = {
     Outcome.DONE: 0,
     Outcome.ATTENTION: 1,
     Outcome.REFUSED: 3,
     Outcome.UNFINISHED: 4,
+    Outcome.KEY_REFUSED: EXIT_KEY_REFUSED,
 }
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+PROG = "stock-sync-connector"
 
 
 def _env_number(name: str, default: float, kind: type = int) -> float:
@@ -144,8 +168,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "push": (
         "push one posted stock document to the service",
         "Push a posted stock document (JSON or CSV) to the service and print its sync "
-        "status: synced, partial, failed or unchanged. Exit status: 0 synced, 1 partial, "
-        "3 failed, 4 unchanged (push again later), 2 invalid document or usage.",
+        "status: synced, partial, failed or unchanged. The whole document is checked before "
+        "the first chunk is sent.",
     ),
     "orders": (
         "take the orders waiting for the partner system, acknowledge them, report them",
@@ -156,44 +180,274 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "write every pending order to DIR/<order number>.json",
         "Follow the pages of the order poll and write each pending order to "
         "DIR/<order number>.json (atomically; a file already there is left alone, so a "
-        "re-run is safe). Exit status: 0 done, 3 the service refused the poll, 4 not "
-        "finished (no answer or key refused: pull again later), 2 usage.",
+        "re-run is safe).",
     ),
     "orders ack": (
         "acknowledge the orders of a CSV of order_id,partner_reference",
-        "Acknowledge each line of a CSV with the columns order_id and partner_reference "
-        "(an order_number column, a stock_booked_at column - from when the ERP's stock "
-        "figures count the order, an ISO 8601 date-time - and others may stand beside "
-        "them), as the ERP's import produces it. Exit status: 0 every order acknowledged (first time or repeat), "
-        "1 some orders need a person (conflict, not found, refused), 4 not finished (no "
-        "answer or key refused: run it again later, repeats are harmless), 2 invalid file "
-        "or usage (nothing sent).",
+        "Acknowledge each line of a CSV, as the ERP's import produces it. The whole file is "
+        "checked first; any problem and nothing is sent.",
     ),
     "orders status": (
         "report what became of orders from a CSV of order_id,status,...",
-        "Report each line of a CSV with the columns order_id and status ("
-        + ", ".join(PARTNER_REPORTED_STATUSES)
-        + ") and optionally changed_at (ISO 8601 date-time), carrier, tracking_number, "
-        "tracking_url, order_number, in the file's order; an empty cell sends nothing. "
-        "A status the order already has is a repeat (only its tracking fields are "
-        "replaced); one the order has moved past is reported as past. Exit status: 0 "
-        "every line done (changed, repeat or past), 1 some orders need a person "
-        "(conflict, not acknowledged, not found, refused), 4 not finished (no answer or "
-        "key refused: run it again later, repeats are harmless), 2 invalid file or usage "
-        "(nothing sent).",
+        "Report each line of a CSV in the file's order. A status the order already has is a "
+        "repeat (only its tracking fields are replaced); one the order has moved past is "
+        "reported as past. The whole file is checked first; any problem and nothing is sent.",
     ),
 }
 # The commands that send the lines of an ERP's CSV.
 FILE_COMMANDS = ("orders ack", "orders status")
 
+HELP_WIDTH = 88
+KEY_REFUSED_LINE = (
+    "the API key was refused (HTTP 401: wrong, revoked or expired; HTTP 403: not a partner "
+    "key): no retry helps; set CONNECTOR_API_KEY to a valid partner key"
+)
+USAGE_LINE = "the command line, the document or the file is wrong: nothing was sent"
+NO_ANSWER_LINE = (
+    "not finished: no answer after every retry; run the same command again later (safe: "
+    "the service replays what it already applied)"
+)
+EXIT_STATUSES: dict[str, list[tuple[int, str]]] = {
+    "": [
+        (0, "done (push: synced)"),
+        (
+            1,
+            "push: partial (keys unknown to the shop); orders ack/status: some orders need "
+            "a person",
+        ),
+        (EXIT_USAGE, USAGE_LINE),
+        (
+            3,
+            "push: failed (the service refused a chunk); orders pull: the service refused the poll",
+        ),
+        (4, NO_ANSWER_LINE),
+        (EXIT_KEY_REFUSED, KEY_REFUSED_LINE),
+    ],
+    "push": [
+        (0, "synced: every row applied (or stale: a later document already set it)"),
+        (1, "partial: some keys match no product of the shop (kept as pending keys for staff)"),
+        (
+            EXIT_USAGE,
+            "the document or the command line is wrong (a draft, an invalid row): nothing was sent",
+        ),
+        (3, "failed: the service refused a chunk; no further chunk was sent"),
+        (
+            4,
+            "unchanged: no answer after every retry; push the document again later (the "
+            "service replays the chunks it already applied)",
+        ),
+        (EXIT_KEY_REFUSED, "unchanged: " + KEY_REFUSED_LINE),
+    ],
+    "orders pull": [
+        (0, "every pending order is in DIR"),
+        (EXIT_USAGE, "usage (a bad --limit, DIR is a file)"),
+        (3, "the service refused the poll"),
+        (4, NO_ANSWER_LINE + "; files already written stay"),
+        (EXIT_KEY_REFUSED, KEY_REFUSED_LINE),
+    ],
+}
+EXIT_STATUSES["orders ack"] = EXIT_STATUSES["orders status"] = [
+    (0, "every line done: taken (acknowledged, changed), a repeat, or (status) past"),
+    (1, "some orders need a person (a conflict, an unknown order, a refused line)"),
+    (
+        EXIT_USAGE,
+        "the file is invalid or unreadable, or the command line is wrong: nothing was sent",
+    ),
+    (4, NO_ANSWER_LINE),
+    (EXIT_KEY_REFUSED, KEY_REFUSED_LINE + "; the lines from the refused one on were not sent"),
+]
+# Environment variables: (name, option, what, default, the command that alone reads it or "").
+ENVIRONMENT = (
+    ("CONNECTOR_BASE_URL", "--base-url", "service root", DEFAULT_BASE_URL, ""),
+    (
+        "CONNECTOR_API_KEY",
+        "--api-key",
+        "the partner API key; prefer it to the flag, which ps shows",
+        "",
+        "",
+    ),
+    ("CONNECTOR_TIMEOUT", "--timeout", "seconds to wait for each response", "120", ""),
+    ("CONNECTOR_RETRIES", "--retries", "retries after an HTTP error or a timeout", "5", ""),
+    ("CONNECTOR_BACKOFF", "--backoff", "first retry delay in seconds, doubled up to 30", "0.5", ""),
+    (
+        "CONNECTOR_CHUNK_SIZE",
+        "--chunk-size",
+        f"rows per batch request, 1 to {MAX_CHUNK_SIZE}",
+        str(DEFAULT_CHUNK_SIZE),
+        "push",
+    ),
+    (
+        "CONNECTOR_PAGE_SIZE",
+        "--limit",
+        f"orders per page, 1 to {PAGE_SIZE_MAX}",
+        str(DEFAULT_PAGE_SIZE),
+        "orders pull",
+    ),
+)
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _fill(text: str, indent: str = "", first: str | None = None) -> str:
+    return textwrap.fill(
+        text,
+        HELP_WIDTH,
+        initial_indent=indent if first is None else first,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+    )
+
+
+def _names(names) -> str:
+    return ", ".join(names)
+
+
+def _columns_help(required: list[str], optional: list[str], intro: str, outro: str) -> str:
+    lines = [_fill(intro), "  required columns:"]
+    lines += [_fill(item, "      ", "    ") for item in required]
+    lines.append("  optional columns:")
+    lines += [_fill(item, "      ", "    ") for item in optional]
+    lines.append(_fill(outro, "  "))
+    return "\n".join(lines)
+
+
+CSV_INTRO = (
+    "the {noun}, CSV: a header line naming the columns, then one {what} per line; UTF-8 (a BOM "
+    "is allowed), separated by commas or by semicolons (as a spreadsheet saves it; read from "
+    "the header line)."
+)
+
+
+def _push_columns_help() -> str:
+    types = ", ".join(name for name in SOURCE_TYPES if "_" not in name)
+    return "\n".join(
+        [
+            _fill(
+                'the document, JSON: {"number": "PR-2026-0042", "type": "receipt", "state": '
+                '"posted", "posted_at": "2026-01-31T08:00:00+01:00", "rows": [{"stock_code": '
+                '"PT-1", "status": "active", "shop_quantity": 12, "catalog_price": 89.9, '
+                '"eshop_price": 84.5}, ...]}; a row has the fields the CSV columns below name.'
+            ),
+            "",
+            _columns_help(
+                [
+                    f"{_names(CSV_DOCUMENT_COLUMNS)}: the same on every line; the type is "
+                    f"{types} (or its source type), the state posted or draft (a draft is "
+                    "never sent)",
+                    f"{_names(REQUIRED_FIELDS)}: the item (shop_quantity a whole number, the "
+                    "prices non-negative numbers with a decimal point)",
+                ],
+                [
+                    "posted_at (or document_posted_at): when the document was posted in the "
+                    "ERP, an ISO 8601 date-time such as 2026-01-31T08:00:00+01:00, the same on "
+                    "every line (or give it with --posted-at)",
+                    f"ean, {_names(name for name in STRING_FIELDS if name != 'ean')}: text",
+                    f"{_names(BOOLEAN_FIELDS)}: true or false (also yes/no, 1/0)",
+                    "weight_kg: a number (a decimal comma is allowed)",
+                ],
+                CSV_INTRO.format(noun="document", what="document row"),
+                "An empty cell is not sent: the service keeps what it has. A warehouse column "
+                "is not read yet. Any other column is named in a warning (with the column it "
+                "most likely misspells) and not sent; so is an unknown field of a JSON row.",
+            ),
+            "",
+            _fill(
+                "posted_at: send it with every document. Without it the service dates the "
+                "document's figures at the moment it applies them: a late retry of a figure "
+                "computed before the partner system booked an order then consumes that "
+                "order's reservation and puts its units back on sale. The connector warns "
+                "once per document that carries none."
+            ),
+        ]
+    )
+
+
+def _ack_columns_help() -> str:
+    described = {
+        "order_id": "order_id: the service's order id, as the pulled order file has it",
+        "partner_reference": "partner_reference: the ERP's reference of the order, 1 to 64 "
+        "characters",
+        "order_number": "order_number: the shop's order number, for people (not sent)",
+        "stock_booked_at": "stock_booked_at: from when the ERP's stock figures count the "
+        "order, an ISO 8601 date-time on the ERP's clock; empty: the moment of the "
+        "acknowledgement",
+    }
+    return _columns_help(
+        [described[name] for name in ACK_REQUIRED],
+        [described[name] for name in ACK_OPTIONAL],
+        CSV_INTRO.format(noun="file", what="order"),
+        "Other columns are passed over; one that looks like a misspelt column above is named "
+        "in a warning. An order listed twice with two references is refused.",
+    )
+
+
+def _status_columns_help() -> str:
+    described = {
+        "order_id": "order_id: the service's order id",
+        "status": f"status: {', '.join(PARTNER_REPORTED_STATUSES)}",
+        "changed_at": "changed_at: when it happened, an ISO 8601 date-time",
+        "carrier": "carrier: at most 64 characters",
+        "tracking_number": "tracking_number: at most 128 characters",
+        "tracking_url": "tracking_url: an absolute http or https URL, at most 500 characters",
+        "order_number": "order_number: the shop's order number, for people (not sent)",
+    }
+    return _columns_help(
+        [described[name] for name in STATUS_REQUIRED],
+        [described[name] for name in STATUS_OPTIONAL],
+        CSV_INTRO.format(noun="file", what="event"),
+        "An empty cell sends nothing: the service keeps what it has. An order shipped then "
+        "delivered may appear twice. Other columns are passed over; one that looks like a "
+        "misspelt column above is named in a warning.",
+    )
+
+
+def _exit_help(path: str) -> str:
+    lines = ["exit status:"]
+    lines += [_fill(text, "     ", f"  {code}  ") for code, text in EXIT_STATUSES[path]]
+    return "\n".join(lines)
+
+
+def _environment_help(path: str) -> str:
+    rows = []
+    for name, option, what, default, only in ENVIRONMENT:
+        if only and path not in ("", only):
+            continue
+        text = f"{what} ({option}" + (f"; default {default})" if default else ")")
+        rows.append((name, f"{only}: {text}" if only and not path else text))
+    width = max(len(name) for name, _ in rows) + 4
+    lines = ["environment (an option on the command line wins):"]
+    lines += [_fill(text, " " * width, f"  {name}".ljust(width)) for name, text in rows]
+    return "\n".join(lines)
+
+
+def _epilog(path: str, prog: str = PROG) -> str | None:
+    if path == "orders":
+        return None
+    parts = []
+    if path == "push":
+        parts.append(_push_columns_help())
+    elif path == "orders ack":
+        parts.append(_ack_columns_help())
+    elif path == "orders status":
+        parts.append(_status_columns_help())
+    parts += [_exit_help(path), _environment_help(path)]
+    if path == "":
+        parts.append(
+            _fill(
+                f"{prog} COMMAND --help describes a command: the columns it reads, its exit "
+                "statuses."
+            )
+        )
+    return "\n\n".join(parts)
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m connector",
-        description=(
+        prog=prog,
+        description=_fill(
             "Reference connector of the partner system: pushes posted stock documents, "
             "pulls pending orders, acknowledges them and reports what became of them."
         ),
+        epilog=_epilog("", prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parsers = {"": parser}
     subcommands = {}
@@ -203,7 +457,11 @@ def build_parser() -> argparse.ArgumentParser:
             dest = f"{parent}_command" if parent else "command"
             subcommands[parent] = parsers[parent].add_subparsers(dest=dest, required=True)
         parsers[path] = subcommands[parent].add_parser(
-            name, help=help_line, description=description
+            name,
+            help=help_line,
+            description=_fill(description),
+            epilog=_epilog(path),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
 
     push = parsers["push"]
@@ -219,6 +477,13 @@ def build_parser() -> argparse.ArgumentParser:
         "CONNECTOR_CHUNK_SIZE",
         DEFAULT_CHUNK_SIZE,
         f"rows per batch request, 1 to {MAX_CHUNK_SIZE} (the service's limit)",
+    )
+    push.add_argument(
+        "--posted-at",
+        metavar="DATETIME",
+        help="when the document was posted in the ERP (sync_context.posted_at), an ISO 8601 "
+        "date-time such as 2026-01-31T08:00:00+01:00, for a document that does not carry "
+        "one; a document that does must carry the same",
     )
     push.add_argument("--actor", help="who pushes (sync_context.actor), e.g. a user name")
     push.add_argument(
@@ -253,10 +518,11 @@ def main(
     stderr: TextIO | None = None,
     stdin: TextIO | None = None,
     sleep=None,
+    prog: str = PROG,
 ) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
 
     def usage(message: str) -> int:
@@ -355,6 +621,16 @@ def _push(args, transport: Transport, io: _IO, usage) -> int:
             document = parse_document(stdin.read(), fmt=args.format or "json")
         else:
             document = load_document(args.document, fmt=args.format)
+        if args.posted_at is not None:
+            given = args.posted_at.strip()
+            if problem := posted_at_problem(given):
+                return usage(f"--posted-at: {problem.removeprefix('posted_at: ')}")
+            if document.posted_at not in (None, given):
+                return usage(
+                    f"--posted-at {given} disagrees with the document's posted_at "
+                    f"{document.posted_at}; give one of them."
+                )
+            document.posted_at = given
         return _push_document(args, document, transport, io)
     except DocumentNotPosted as exc:
         return usage(f"{exc}")
@@ -374,6 +650,8 @@ def _push_document(args, document, transport: Transport, io: _IO) -> int:
             f"(same request_id {document.number})\n"
         )
 
+    for warning in document_warnings(document):
+        _warn(stderr, warning)
     client = _client(args, transport, io, on_retry)
     show = _show_progress(args, stderr, document.row_count > args.chunk_size)
     with _progress(show, document.row_count, document.number, stderr) as advance:
@@ -391,7 +669,11 @@ def _push_document(args, document, transport: Transport, io: _IO) -> int:
         )
     changes = changes_text(result.changes, table=stdout.isatty()) if args.dry_run else ""
     _report(args, stdout, result, changes)
-    return EXIT_CODES[result.status]
+    return EXIT_KEY_REFUSED if result.key_refused else EXIT_CODES[result.status]
+
+
+def _warn(stderr: TextIO, text: str) -> None:
+    stderr.write(_fill(text, "  ", "warning: ") + "\n")
 
 
 def _report_retry(stderr: TextIO, retries: int):
@@ -444,13 +726,16 @@ def _orders_file(args, transport: Transport, io: _IO, usage, parse, send, label:
     one with progress and retries; the summary, the status file and the exit status."""
     try:
         text = io.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
-        lines = parse(text)
+        warnings: list[str] = []
+        lines = parse(text, warnings)
     except (OSError, UnicodeDecodeError) as exc:
         return usage(f"cannot read {args.file}: {exc}")
     except FileInvalid as exc:
         shown = "\n  ".join(exc.problems[:20])
         more = f"\n  (+{len(exc.problems) - 20} more)" if len(exc.problems) > 20 else ""
         return usage(f"{args.file}: nothing was sent:\n  {shown}{more}")
+    for warning in warnings:
+        _warn(io.stderr, f"{args.file}: {warning}")
     client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
     show = _show_progress(args, io.stderr)
     with _progress(show, len(lines), label, io.stderr, "order") as advance:

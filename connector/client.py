@@ -135,6 +135,22 @@ class ServiceClient:
         raise AssertionError("unreachable")
 
 
+# The statuses of a refused key: 401 (wrong, revoked, expired) and 403 (another scope's key).
+KEY_REFUSED_STATUSES = frozenset({401, 403})
+
+
+def key_refused_text(status: int, detail: str) -> str:
+    """Why the service refused the key, and what fixes it: never a retry."""
+    if status == 403:
+        why = "it is valid but not a partner key (a shop key, say)"
+    else:
+        why = "it is wrong, revoked or expired"
+    return (
+        f"the API key was refused (HTTP {status}: {detail}): {why}, and no retry will help. "
+        "Set CONNECTOR_API_KEY (or --api-key) to a valid partner key and run the command again."
+    )
+
+
 def _readable(reply: Reply) -> bool:
     """A 2xx reply must carry a JSON object; one that does not was cut or mangled."""
     if not 200 <= reply.status < 300:

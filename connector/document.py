@@ -28,6 +28,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
+from connector.csvfile import csv_delimiter, unknown_names
+
 # Document types and the sync_context.source_type each one is sent with. The interface names
 # receipts, issues and sales; an adjustment (stock take) has a source type of its own.
 SOURCE_TYPES = {
@@ -62,9 +64,12 @@ STRING_FIELDS = (
 BOOLEAN_FIELDS = ("run_on_flat", "on_promotion", "on_clearance", "discontinued")
 ROW_FIELDS = (*REQUIRED_FIELDS, *STRING_FIELDS, *BOOLEAN_FIELDS, "weight_kg")
 CSV_DOCUMENT_COLUMNS = ("document_number", "document_type", "document_state")
+# The keys of a JSON document besides its rows' fields.
+JSON_DOCUMENT_KEYS = ("number", "type", "state", "posted_at", "rows")
 # Optional document columns of a CSV document: when the document was posted. The JSON form
 # names it `posted_at`, and so may a CSV header.
 CSV_POSTED_AT_COLUMNS = ("document_posted_at", "posted_at")
+CSV_COLUMNS = (*CSV_DOCUMENT_COLUMNS, *CSV_POSTED_AT_COLUMNS, *ROW_FIELDS)
 # An ISO 8601 date and time, with or without an offset (the service reads a naive one in its own
 # time zone); a date alone is not the moment a document was posted.
 POSTED_AT_FORMAT = re.compile(
@@ -117,6 +122,7 @@ class Document:
         *,
         source: Callable[[], Iterator[dict[str, Any]]] | None = None,
         count: int | None = None,
+        warnings: tuple[str, ...] = (),
     ) -> None:
         self.number = number
         self.type = type
@@ -127,6 +133,9 @@ class Document:
         self.posted_at = posted_at
         self._source = source
         self._count = count
+        # What the reading found worth a word but not worth refusing the document for (a
+        # field that is not sent): the command line prints each once.
+        self.warnings = tuple(warnings)
 
     @property
     def source_type(self) -> str:
@@ -205,21 +214,40 @@ def document_from_dict(data: Any) -> Document:
     )
     if not records:
         raise DocumentInvalid("the document has no rows.")
+    # Each name the connector does not send, with the first row that carries it.
+    unknown: dict[str, int] = {}
     with _RowChecker("row") as checker:
         rows = []
         for position, record in enumerate(records):
             if not isinstance(record, dict):
                 checker.problem(position, "not an object")
                 continue
+            for name in record:
+                if name not in ROW_FIELDS:
+                    unknown.setdefault(name, position)
             row = checker.check(position, record)
             if row is not None:
                 rows.append(row)
         checker.finish()
-    return Document(number, kind, state, tuple(rows), posted_at)
+    warnings = []
+    if extra := [name for name in data if name not in JSON_DOCUMENT_KEYS]:
+        warnings.append(
+            f"document {number}: key(s) the connector does not read, ignored: "
+            + unknown_names(extra, JSON_DOCUMENT_KEYS)
+            + "."
+        )
+    if unknown:
+        warnings.append(
+            f"document {number}: row field(s) the connector does not know, not sent: "
+            + unknown_names(unknown, ROW_FIELDS, where=lambda name: f"first in row {unknown[name]}")
+            + "."
+        )
+    return Document(number, kind, state, tuple(rows), posted_at, warnings=tuple(warnings))
 
 
 def document_from_csv(text: str) -> Document:
     """A document from its CSV form: one line per row, the document's columns on every line."""
+    text = text.removeprefix("\ufeff")
     return _document_from_csv_stream(lambda: io.StringIO(text, newline=""))
 
 
@@ -227,7 +255,9 @@ def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
     """Check every line of the CSV that `open_text` opens (a first reading); the document,
     whose rows are read again from a new stream when they are sent."""
     with open_text() as stream:
-        lines = _csv_lines(stream)
+        delimiter = csv_delimiter(stream.readline())
+        stream.seek(0)
+        lines = _csv_lines(stream, delimiter)
         header = next(lines, None)
         if header is None:
             raise DocumentInvalid(
@@ -236,6 +266,7 @@ def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
                 + "."
             )
         columns = _csv_header(header[1])
+        unknown = [name for name in columns if name and name not in CSV_COLUMNS]
         head_columns = [
             name for name in (*CSV_DOCUMENT_COLUMNS, *CSV_POSTED_AT_COLUMNS) if name in columns
         ]
@@ -276,7 +307,7 @@ def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
     def rows_again() -> Iterator[dict[str, Any]]:
         sent = 0
         with open_text() as again:
-            lines = _csv_lines(again)
+            lines = _csv_lines(again, delimiter)
             next(lines, None)
             for line_number, cells in lines:
                 record = _csv_record(columns, cells, line_number, None)
@@ -293,13 +324,28 @@ def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
         if sent != count:
             raise DocumentInvalid("the file changed while the document was sent; push it again.")
 
-    return Document(number, kind, state, posted_at=posted_at, source=rows_again, count=count)
+    warnings = ()
+    if unknown:
+        warnings = (
+            f"document {number}: column(s) the connector does not know, not sent: "
+            + unknown_names(unknown, CSV_COLUMNS)
+            + ".",
+        )
+    return Document(
+        number,
+        kind,
+        state,
+        posted_at=posted_at,
+        source=rows_again,
+        count=count,
+        warnings=warnings,
+    )
 
 
-def _csv_lines(stream: IO[str]) -> Iterator[tuple[int, list[str]]]:
+def _csv_lines(stream: IO[str], delimiter: str) -> Iterator[tuple[int, list[str]]]:
     """(line number of the record's first line, cells) for each record; malformed CSV (an
     unterminated quote, text after a closing quote, an over-long field) is refused."""
-    reader = csv.reader(stream, strict=True)
+    reader = csv.reader(stream, delimiter=delimiter, strict=True)
     start = 1
     while True:
         try:
@@ -446,7 +492,7 @@ def _head(number: Any, kind: Any, state: Any, posted_at: Any) -> tuple[str, str,
         problems.append(f"type: {kind!r} is not one of {', '.join(sorted(SOURCE_TYPES))}.")
     if state not in STATES:
         problems.append(f"state: {state!r} is not one of {', '.join(STATES)}.")
-    if posted_at is not None and (problem := _posted_at_problem(posted_at)):
+    if posted_at is not None and (problem := posted_at_problem(posted_at)):
         problems.append(problem)
     if problems:
         raise DocumentInvalid("; ".join(problems))
@@ -457,7 +503,8 @@ def _head(number: Any, kind: Any, state: Any, posted_at: Any) -> tuple[str, str,
     return number.strip(), kind, state, posted_at.strip() if posted_at is not None else None
 
 
-def _posted_at_problem(value: Any) -> str | None:
+def posted_at_problem(value: Any) -> str | None:
+    """What is wrong with a document's posted_at; None when it is an ISO 8601 date-time."""
     if not isinstance(value, str) or not POSTED_AT_FORMAT.fullmatch(value.strip()):
         return (
             f"posted_at: {value!r} is not an ISO 8601 date and time, "

@@ -49,6 +49,10 @@ PARTNER_REPORTED_STATUSES: tuple[str, ...] = tuple(
 # Column: longest value the service takes.
 TEXT_LIMITS = {"carrier": 64, "tracking_number": 128, "tracking_url": 500}
 TRACKING_COLUMNS = tuple(TEXT_LIMITS)
+# The columns of a status CSV (any other column may stand beside them).
+STATUS_REQUIRED = ("order_id", "status")
+STATUS_OPTIONAL = ("changed_at", *TRACKING_COLUMNS, "order_number")
+STATUS_COLUMNS = (*STATUS_REQUIRED, *STATUS_OPTIONAL)
 _HTTP_URL = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+\S*")
 
 
@@ -115,12 +119,19 @@ class StatusLineResult(LineResult):
         return {"service_status": self.service_status}
 
 
-def parse_status_file(text: str) -> list[StatusLine]:
+def parse_status_file(text: str, warnings: list[str] | None = None) -> list[StatusLine]:
     """The lines of a status CSV: a header with `order_id` and `status` (`changed_at`,
     `carrier`, `tracking_number`, `tracking_url`, `order_number` and other columns may stand
     beside them), then one event per line, in the order to send them. Comma or semicolon
-    separated. Every problem is collected; FileInvalid lists them."""
-    return read_lines(text, required=("order_id", "status"), read_line=_read_status_line)
+    separated. Every problem is collected; FileInvalid lists them; a misspelt column goes to
+    `warnings`."""
+    return read_lines(
+        text,
+        required=STATUS_REQUIRED,
+        optional=STATUS_OPTIONAL,
+        read_line=_read_status_line,
+        warnings=warnings,
+    )
 
 
 def _read_status_line(number: int, cell: Callable[[str], str]) -> StatusLine:

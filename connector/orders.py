@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from connector.client import Call, RetriesExhausted, ServiceClient, json_body
+from connector.client import (
+    KEY_REFUSED_STATUSES,
+    Call,
+    RetriesExhausted,
+    ServiceClient,
+    json_body,
+    key_refused_text,
+)
 from connector.document import POSTED_AT_FORMAT
 from connector.rows import (
     FileInvalid,
@@ -48,6 +55,9 @@ ACKNOWLEDGE_PATH = "/api/v1/partner/orders/{order_id}/acknowledge"
 DEFAULT_PAGE_SIZE = 100
 PAGE_SIZE_MAX = 1000
 PARTNER_REFERENCE_MAX = 64
+# The columns of an acknowledgement CSV (any other column may stand beside them).
+ACK_REQUIRED = ("order_id", "partner_reference")
+ACK_OPTIONAL = ("order_number", "stock_booked_at")
 # Characters kept as they are in a file name; every other one is replaced.
 _SAFE = re.compile(r"[A-Za-z0-9_-]")
 _PLAIN = re.compile(r"[a-z0-9_-]+")
@@ -169,8 +179,11 @@ def orders_pull(
             or not isinstance(data, dict)
             or not isinstance(data.get("orders"), list)
         ):
-            result.outcome = Outcome.UNFINISHED if reply.status in (401, 403) else Outcome.REFUSED
+            result.outcome = Outcome.REFUSED
             result.reason = f"{call.label}: refused with HTTP {reply.status}: {detail_text(data)}"
+            if reply.status in KEY_REFUSED_STATUSES:
+                result.outcome = Outcome.KEY_REFUSED
+                result.reason = f"{call.label}: {key_refused_text(reply.status, detail_text(data))}"
             return result
         result.pages += 1
         for order in data["orders"]:
@@ -237,11 +250,11 @@ class AckLineResult(LineResult):
         return {"stored_reference": self.stored_reference}
 
 
-def parse_ack_file(text: str) -> list[AckLine]:
+def parse_ack_file(text: str, warnings: list[str] | None = None) -> list[AckLine]:
     """The lines of an acknowledgement CSV: a header with `order_id` and `partner_reference`
     (an `order_number`, a `stock_booked_at` and any other column may stand beside them), then
     one order per line. Comma or semicolon separated. Every problem is collected;
-    AckFileInvalid lists them."""
+    AckFileInvalid lists them; a misspelt column goes to `warnings`."""
     seen: dict[int, AckLine] = {}
 
     def read_line(number: int, cell: Callable[[str], str]) -> AckLine | None:
@@ -267,7 +280,9 @@ def parse_ack_file(text: str) -> list[AckLine]:
             )
         return None
 
-    return read_lines(text, required=("order_id", "partner_reference"), read_line=read_line)
+    return read_lines(
+        text, required=ACK_REQUIRED, optional=ACK_OPTIONAL, read_line=read_line, warnings=warnings
+    )
 
 
 class AckResult(LineResults):

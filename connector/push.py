@@ -27,12 +27,14 @@ from enum import StrEnum
 from typing import Any
 
 from connector.client import (
+    KEY_REFUSED_STATUSES,
     RETRY_STATUSES,
     USER_AGENT,
     RetriesExhausted,
     RetryPolicy,
     ServiceClient,
     json_body,
+    key_refused_text,
 )
 from connector.document import Document, DocumentNotPosted
 from connector.transport import Reply
@@ -52,8 +54,26 @@ class SyncStatus(StrEnum):
     PARTIAL = "partial"
     FAILED = "failed"
     # Not answered (HTTP errors, timeouts, a refused key): the document keeps its status and
-    # is pushed again later with the same request_id.
+    # is pushed again later with the same request_id (after a refused key: with a valid key).
     UNCHANGED = "unchanged"
+
+
+# What a push without posted_at risks (decisions.md, "Which items did what").
+MISSING_POSTED_AT = (
+    "document {number} carries no posted_at, so the service dates its figures at the moment it applies them. "
+    "A late retry of a figure computed before the partner system booked an order then "
+    "consumes that order's reservation and puts its units back on sale. Send when the "
+    'document was posted: "posted_at" in JSON, a posted_at column in CSV, or --posted-at.'
+)
+
+
+def document_warnings(document: Document) -> list[str]:
+    """What is worth a word about the document before it is pushed: fields that are not sent,
+    and a missing posted_at."""
+    warnings = list(document.warnings)
+    if not document.posted_at:
+        warnings.append(MISSING_POSTED_AT.format(number=document.number))
+    return warnings
 
 
 @dataclass
@@ -108,6 +128,9 @@ class PushResult:
     reason: str = ""
     # Every chunk was sent as a dry run: nothing was applied.
     dry_run: bool = False
+    # The service refused the key (401, 403): pushing again with the same key cannot help.
+    key_refused: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def products_updated(self) -> int:
@@ -166,6 +189,8 @@ class PushResult:
             "document_type": self.document_type,
             "sync_status": str(self.status),
             "dry_run": self.dry_run,
+            "key_refused": self.key_refused,
+            "warnings": self.warnings,
             "rows": self.rows,
             "chunks_total": self.chunks_total,
             "products_updated": self.products_updated,
@@ -320,6 +345,7 @@ def push_document(
         chunks_total=1 if count == 1 else max(1, -(-count // chunk_size)),
         status=SyncStatus.SYNCED,
         dry_run=dry_run,
+        warnings=document_warnings(document),
     )
     partial = False
     for chunk in chunks:
@@ -344,6 +370,11 @@ def push_document(
         elif verdict is not None:
             result.status = verdict
             result.reason = f"{chunk.label}: {outcome.message}; no further chunk was sent."
+            if reply.status in KEY_REFUSED_STATUSES:
+                result.key_refused = True
+                result.reason = (
+                    f"{chunk.label}: {key_refused_text(reply.status, _detail(json_body(reply)))}"
+                )
             return result
     if partial:
         result.status = SyncStatus.PARTIAL
@@ -403,7 +434,7 @@ def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | 
                 {"index": 0, "stock_code": stock_code, "ean": ean, "reason": reason}
             ]
         return SyncStatus.PARTIAL
-    if reply.status in (401, 403):
+    if reply.status in KEY_REFUSED_STATUSES:
         outcome.message = f"the API key was refused ({_detail(data)})"
         return SyncStatus.UNCHANGED
     outcome.message = f"refused with HTTP {reply.status}: {_detail(data)}"
@@ -450,6 +481,7 @@ __all__ = [
     "RetryPolicy",
     "ServiceClient",
     "SyncStatus",
+    "document_warnings",
     "iter_chunks",
     "plan_chunks",
     "push_document",

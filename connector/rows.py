@@ -10,7 +10,11 @@ the service's answer decides each line's status. The statuses every such command
 - a 404 is `not_found`, any other refusal `refused` (a 409 the command reads itself);
 - no answer after every retry is `no_answer`;
 - a refused key (401, 403) is `not_sent`, for its line and every line after it: nothing more
-  is sent.
+  is sent, and the command ends `key_refused`.
+
+A column the command does not read is passed over (the ERP's export may carry its own), but
+one that looks like a misspelt column of the command's (`stock_booked` for `stock_booked_at`)
+gets a warning naming the column it most likely means.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
-from connector.client import Call, RetriesExhausted, ServiceClient, json_body
+from connector.client import (
+    KEY_REFUSED_STATUSES,
+    Call,
+    RetriesExhausted,
+    ServiceClient,
+    json_body,
+    key_refused_text,
+)
+from connector.csvfile import closest_name, csv_delimiter, unknown_names
 
 
 class Outcome(StrEnum):
@@ -34,8 +46,10 @@ class Outcome(StrEnum):
     ATTENTION = "attention"
     # The service refused the request itself (the command or the key is wrong).
     REFUSED = "refused"
-    # No answer after every retry, or the key was refused: run the command again later.
+    # No answer after every retry: run the command again later.
     UNFINISHED = "unfinished"
+    # The service refused the key (401, 403): no retry helps, the key must change.
+    KEY_REFUSED = "key_refused"
 
 
 def line_statuses(name: str, module: str, *own: str) -> type[StrEnum]:
@@ -52,27 +66,47 @@ class FileInvalid(ValueError):
         self.problems = problems
 
 
-def csv_reader(text: str, *, required: tuple[str, ...]) -> csv.DictReader:
+def csv_reader(
+    text: str,
+    *,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    warnings: list[str] | None = None,
+) -> csv.DictReader:
     """A reader of an ERP's CSV: comma or semicolon separated, a BOM dropped, the header's
-    names stripped; FileInvalid when a `required` column is missing."""
+    names stripped; FileInvalid when a `required` column is missing. A column that is neither
+    `required` nor `optional` but looks like a misspelling of one is named in `warnings`."""
     text = text.removeprefix("\ufeff")
-    first = text.split("\n", 1)[0]
-    delimiter = ";" if first.count(";") > first.count(",") else ","
+    delimiter = csv_delimiter(text.split("\n", 1)[0])
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     header = [name.strip() for name in reader.fieldnames or []]
+    known = (*required, *optional)
     missing = [name for name in required if name not in header]
     if missing:
         raise FileInvalid([f"the header has no column {', '.join(missing)}"])
+    misspelt = [
+        name
+        for name in header
+        if name and name not in known and closest_name(name, known) not in (None, *header)
+    ]
+    if misspelt and warnings is not None:
+        warnings.append(
+            "column(s) the command does not read, ignored: " + unknown_names(misspelt, known) + "."
+        )
     reader.fieldnames = header
     return reader
 
 
 def csv_lines(
-    text: str, *, required: tuple[str, ...]
+    text: str,
+    *,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    warnings: list[str] | None = None,
 ) -> Iterator[tuple[int, Callable[[str], str]]]:
     """Each row of an ERP's CSV that is not blank: its line number, and its cells by column
     name (stripped; "" for a cell the row does not have)."""
-    reader = csv_reader(text, required=required)
+    reader = csv_reader(text, required=required, optional=optional, warnings=warnings)
     for row in reader:
         if not any((value or "").strip() for value in row.values() if isinstance(value, str)):
             continue
@@ -99,14 +133,16 @@ def read_lines(
     text: str,
     *,
     required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
     read_line: Callable[[int, Callable[[str], str]], Any],
+    warnings: list[str] | None = None,
 ) -> list[Any]:
     """The lines of an ERP's CSV, each read by `read_line(number, cell)`: the line, None for a
     line to pass over, or LineInvalid. Every problem of the file is collected first;
-    FileInvalid lists them."""
+    FileInvalid lists them. A misspelt column goes to `warnings`."""
     problems: list[str] = []
     lines: list[Any] = []
-    for number, cell in csv_lines(text, required=required):
+    for number, cell in csv_lines(text, required=required, optional=optional, warnings=warnings):
         try:
             line = read_line(number, cell)
         except LineInvalid as exc:
@@ -238,7 +274,9 @@ class LineResults:
     @property
     def outcome(self) -> Outcome:
         statuses = {line.status for line in self.lines}
-        if statuses & {self.STATUSES.NO_ANSWER, self.STATUSES.NOT_SENT}:
+        if self.STATUSES.NOT_SENT in statuses:
+            return Outcome.KEY_REFUSED
+        if self.STATUSES.NO_ANSWER in statuses:
             return Outcome.UNFINISHED
         if statuses & self.ATTENTION:
             return Outcome.ATTENTION
@@ -298,11 +336,10 @@ class LineResults:
                 elif reply.status == 404:
                     outcome.status = statuses.NOT_FOUND
                     outcome.message = "no such order for the partner system"
-                elif reply.status in (401, 403):
+                elif reply.status in KEY_REFUSED_STATUSES:
                     outcome.status = statuses.NOT_SENT
-                    result.reason = (
-                        f"the API key was refused ({detail_text(data)}); nothing more was sent"
-                    )
+                    outcome.message = f"the API key was refused ({detail_text(data)})"
+                    result.reason = f"Nothing more was sent: {key_refused_text(reply.status, detail_text(data))}"
                 else:
                     outcome.status = statuses.REFUSED
                     outcome.message = f"refused with HTTP {reply.status}: {detail_text(data)}"

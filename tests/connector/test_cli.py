@@ -168,7 +168,7 @@ def test_a_long_document_shows_a_progress_bar_on_a_terminal(config, tmp_path):
 
 
 def test_no_progress_bar_when_not_on_a_terminal(config, tmp_path):
-    doc = document(12)
+    doc = {**document(12), "posted_at": "2026-01-31T08:00:00+01:00"}
     service = FakeService(known={r["stock_code"] for r in doc["rows"]})
 
     code, _, err = run(["push", write(tmp_path, doc), "--chunk-size", "5"], service)
@@ -182,7 +182,10 @@ def test_help_describes_the_exit_statuses(capsys):
         main(["push", "--help"])
 
     assert caught.value.code == 0
-    assert "0 synced, 1 partial" in " ".join(capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().out.split())
+    assert "exit status: 0 synced:" in text
+    assert "4 unchanged: no answer" in text
+    assert "5 unchanged: the API key was refused" in text
 
 
 def test_the_connector_runs_without_django():

@@ -163,7 +163,7 @@ class TestStatus:
 
         code, stdout, _ = run(["orders", "status", path], service)
 
-        assert code == 4
+        assert code == 5
         assert len(service.sent) == 1
         assert "3 not_sent" in stdout
 

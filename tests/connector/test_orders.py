@@ -151,7 +151,7 @@ class TestPull:
         assert len(files(tmp_path)) == 25
         assert "15 written, 10 already there" in stdout
 
-    @pytest.mark.parametrize(("status", "expected"), [(401, 4), (422, 3), (404, 3)])
+    @pytest.mark.parametrize(("status", "expected"), [(401, 5), (422, 3), (404, 3)])
     def test_a_refused_poll(self, tmp_path, status, expected):
         service = backlog(3)
         service.script = [status]
@@ -159,7 +159,9 @@ class TestPull:
         code, stdout, _ = run(["orders", "pull", "--out", str(tmp_path)], service)
 
         assert code == expected
-        assert f"refused with HTTP {status}" in stdout
+        assert (
+            f"refused (HTTP {status}" if status == 401 else f"refused with HTTP {status}"
+        ) in stdout
         assert files(tmp_path) == []
 
     @pytest.mark.parametrize("limit", ["0", "1001"])
@@ -302,7 +304,7 @@ class TestAck:
 
         code, stdout, _ = run(["orders", "ack", path], service)
 
-        assert code == 4
+        assert code == 5
         assert len(service.sent) == 1
         assert "3 not_sent" in stdout
         assert "the API key was refused" in stdout
@@ -380,5 +382,6 @@ def test_help_describes_the_exit_statuses(capsys):
         with pytest.raises(SystemExit):
             main(["orders", command, "--help"])
         text = " ".join(capsys.readouterr().out.split())
-        assert "Exit status: 0" in text
+        assert "exit status: 0" in text
         assert "4 not finished" in text
+        assert "5 the API key was refused" in text
