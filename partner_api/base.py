@@ -5,6 +5,7 @@ and the OpenAPI responses and parameters that several operations name (as Sentry
 from typing import Any, TypeVar
 
 import pydantic
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import exceptions
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.problems import Problem, problems_from_pydantic
+from partner_api import order_schemas, plant_schemas, product_schemas, shop_schemas
 from partner_api.authentication import ApiKeyAuthentication, HasScope
 from partner_api.error_schemas import ErrorBody, ValidationErrorBody
 from partner_api.exceptions import VALIDATION_RULES, RequestInvalid, json_invalid
@@ -33,9 +35,28 @@ class JSONOnlyNegotiation(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+# Each operation's documented calls (request body, path values and answer under one name),
+# declared beside its request shape, by operation id.
+DOCUMENTED_CALLS: dict[str, list[OpenApiExample]] = {
+    **product_schemas.EXAMPLES,
+    **order_schemas.EXAMPLES,
+    **shop_schemas.EXAMPLES,
+    **plant_schemas.EXAMPLES,
+}
+
+
+class OperationSchema(AutoSchema):
+    """drf-spectacular's description of an operation, with the operation's documented calls
+    among its examples."""
+
+    def get_examples(self) -> list[OpenApiExample]:
+        return [*super().get_examples(), *DOCUMENTED_CALLS.get(self.view.operation_id, ())]
+
+
 class PartnerAPIView(APIView):
     """An operation of the partner API: a partner X-API-Key is required; the answer is JSON."""
 
+    schema = OperationSchema()
     authentication_classes = (ApiKeyAuthentication,)
     permission_classes = (HasScope,)
     key_scope: str = KeyScope.PARTNER

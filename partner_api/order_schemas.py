@@ -32,6 +32,7 @@ from orders.states import (
     STATUS_TRANSITIONS,
     PartnerStatus,
 )
+from partner_api.schema_extensions import documented_call
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -407,3 +408,117 @@ class AcknowledgeConflict(BaseModel):
     status: Literal["cancelled"] | None = Field(
         default=None, description='"cancelled" when the shop cancelled the order.'
     )
+
+
+# ------------------------------------------------------------------------------
+# Documented calls (OpenAPI examples): the demo's orders, as on a fresh `make run`
+# ------------------------------------------------------------------------------
+def order_example(**fields: Any) -> dict[str, Any]:
+    """An Order record as the service answers it, its fields in the document's order: those
+    given, the others as a new order has them (null, currency EUR)."""
+    customer = dict.fromkeys(OrderCustomer.model_fields) | fields.pop("customer")
+    items = [dict.fromkeys(OrderItem.model_fields) | item for item in fields.pop("items")]
+    record = dict.fromkeys(Order.model_fields) | {"currency": "EUR"} | fields
+    return record | {"customer": customer, "items": items}
+
+
+JANA = {
+    "name": "Jana Nováková",
+    "email": "jana.novakova@example.com",
+    "phone": "+420 601 123 456",
+    "address": "Masarykova 12",
+    "city": "Brno",
+    "zip_code": "602 00",
+}
+WINTER_TYRE = {
+    "name": "Winter Grip 205/55 R16",
+    "ean": "8591234567001",
+    "stock_code": "PT-205-55-16-W",
+    "unit_price": 84.5,
+}
+SUMMER_TYRE = {
+    "name": "Summer Sport 225/45 R17",
+    "ean": "8591234567002",
+    "stock_code": "PT-225-45-17-S",
+    "unit_price": 109.0,
+}
+
+# Document times in the past stay valid whatever day the call is made (only more than 10
+# minutes ahead is refused).
+EXAMPLES = {
+    "orders_acknowledge": documented_call(
+        "FA-2026-0102",
+        description=(
+            "The partner system registered the demo order DEMO-2026-0002 under its document "
+            "FA-2026-0102; its stock figures count the order from 10:15."
+        ),
+        path={"order_id": 2},
+        request={
+            "partner_reference": "FA-2026-0102",
+            "stock_booked_at": "2026-03-02T10:15:00+01:00",
+            "note": "booked by the night import",
+        },
+        status=200,
+        response=order_example(
+            order_id=2,
+            order_number="DEMO-2026-0002",
+            created_at="2026-03-02T09:38:51+00:00",
+            status="new",
+            customer={
+                "name": "Autoservis Dvořák s.r.o.",
+                "email": "objednavky@autoservis-dvorak.example",
+                "phone": "+420 777 222 333",
+                "ico": "27182818",
+                "dic": "CZ27182818",
+                "address": "Průmyslová 4",
+                "city": "Olomouc",
+                "zip_code": "779 00",
+            },
+            items=[
+                {**SUMMER_TYRE, "quantity": 8, "total": 872.0},
+                {
+                    "name": "All Season 195/65 R15",
+                    "stock_code": "PT-195-65-15-A",
+                    "quantity": 4,
+                    "unit_price": 61.0,
+                    "total": 244.0,
+                },
+            ],
+            subtotal=1116.0,
+            vat_total=234.36,
+            total=1350.36,
+            partner_sync_status="acknowledged",
+            partner_reference="FA-2026-0102",
+        ),
+    ),
+    "orders_status": documented_call(
+        "shipped",
+        description="The demo order DEMO-2026-0001, acknowledged, left the warehouse with PPL.",
+        path={"order_id": 1},
+        request={
+            "status": "shipped",
+            "changed_at": "2026-03-02T14:30:00+01:00",
+            "carrier": "PPL",
+            "tracking_number": "PPL-4711",
+            "tracking_url": "https://www.ppl.cz/vyhledat-zasilku?shipmentId=PPL-4711",
+        },
+        status=200,
+        response=order_example(
+            order_id=1,
+            order_number="DEMO-2026-0001",
+            created_at="2026-02-28T12:10:04+00:00",
+            status="shipped",
+            customer=JANA,
+            items=[{**WINTER_TYRE, "quantity": 4, "total": 338.0}],
+            subtotal=338.0,
+            vat_total=70.98,
+            total=408.98,
+            partner_sync_status="acknowledged",
+            partner_reference="FA-2026-0001",
+            status_changed_at="2026-03-02T13:30:00+00:00",
+            carrier="PPL",
+            tracking_number="PPL-4711",
+            tracking_url="https://www.ppl.cz/vyhledat-zasilku?shipmentId=PPL-4711",
+        ),
+    ),
+}

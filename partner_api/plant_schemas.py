@@ -4,6 +4,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from partner_api.schema_extensions import documented_call
 from plants.models import PlantStatus
 from plants.schemas import MAX_PLANT_ID, PlantFields, plant_id
 
@@ -50,3 +51,21 @@ class PlantResponse(BaseModel):
     tags: list[str] = Field(
         description="In the order sent; a repeated tag once, at its first place."
     )
+
+
+# ------------------------------------------------------------------------------
+# Documented calls (OpenAPI examples): the demo's plants, as on a fresh `make run`
+# ------------------------------------------------------------------------------
+EXAMPLES = {
+    "plant_update": documented_call(
+        "sold as a gift",
+        request={"id": 1, "status": "sold", "tags": ["indoor", "gift"]},
+        status=200,
+        response={
+            "id": 1,
+            "name": "Monstera deliciosa",
+            "status": "sold",
+            "tags": ["indoor", "gift"],
+        },
+    ),
+}

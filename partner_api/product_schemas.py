@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from catalog.plain import plain_items
 from catalog.schemas import ProductItem, RequestId, SyncContext, prevalidate_plain_items
 from core.text import TextFromNumbers
+from partner_api.schema_extensions import documented_call
 
 
 class BatchSyncRequest(TextFromNumbers):
@@ -197,3 +198,102 @@ class SyncResponse(BaseModel):
             ]
         }
     )
+
+
+# ------------------------------------------------------------------------------
+# Documented calls (OpenAPI examples): the demo's products, as on a fresh `make run`
+# ------------------------------------------------------------------------------
+# A document time in the past stays valid whatever day the call is made (only more than 10
+# minutes ahead is refused); a product that already holds a later one answers it as stale.
+_POSTED_AT = "2026-03-02T11:00:00+01:00"
+
+EXAMPLES = {
+    "products_sync": documented_call(
+        "stock receipt",
+        description=(
+            "A posted receipt: two known products and one the service does not know yet "
+            "(stored as a pending key)."
+        ),
+        request={
+            "request_id": "PR-2026-0042",
+            "sync_context": {
+                "source_type": "stock_receipt",
+                "source_ref": "PR-2026-0042",
+                "actor": "warehouse",
+                "posted_at": _POSTED_AT,
+            },
+            "products": [
+                {
+                    "stock_code": "PT-205-55-16-W",
+                    "ean": "8591234567001",
+                    "status": "active",
+                    "shop_quantity": 16,
+                    "catalog_price": 89.9,
+                    "eshop_price": 84.5,
+                },
+                {
+                    "stock_code": "PT-225-45-17-S",
+                    "ean": "8591234567002",
+                    "status": "active",
+                    "shop_quantity": 6,
+                    "catalog_price": 119.0,
+                    "eshop_price": 109.0,
+                },
+                {
+                    "stock_code": "PT-215-60-16-W",
+                    "ean": "8591234567004",
+                    "name": "Winter Grip 215/60 R16",
+                    "status": "active",
+                    "shop_quantity": 8,
+                    "catalog_price": 99.9,
+                    "eshop_price": 94.5,
+                    "brand": "Nordway",
+                    "season": "winter",
+                },
+            ],
+        },
+        status=200,
+        response={
+            "success": True,
+            "products_received": 3,
+            "products_updated": 2,
+            "unknown_products": 1,
+            "stale_products": 0,
+            "request_id": "PR-2026-0042",
+            "unknown_keys": [
+                {
+                    "index": 2,
+                    "stock_code": "PT-215-60-16-W",
+                    "ean": "8591234567004",
+                    "reason": "unknown",
+                }
+            ],
+            "stale_keys": [],
+        },
+    ),
+    "products_item": documented_call(
+        "customer sale",
+        description="A sale posted in the partner system: the product's level after it.",
+        request={
+            "stock_code": "PT-225-45-17-S",
+            "ean": "8591234567002",
+            "status": "active",
+            "shop_quantity": 3,
+            "catalog_price": 119.0,
+            "eshop_price": 109.0,
+            "request_id": "SALE-2026-0311",
+            "sync_context": {"source_type": "customer_sale", "posted_at": _POSTED_AT},
+        },
+        status=200,
+        response={
+            "success": True,
+            "products_received": 1,
+            "products_updated": 1,
+            "unknown_products": 0,
+            "stale_products": 0,
+            "request_id": "SALE-2026-0311",
+            "unknown_keys": [],
+            "stale_keys": [],
+        },
+    ),
+}

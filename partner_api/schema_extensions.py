@@ -3,6 +3,7 @@
 from drf_spectacular.contrib.pydantic import PydanticExtension
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 from pydantic.json_schema import GenerateJsonSchema
 
 from core.text import NO_NUL_PATTERN
@@ -115,3 +116,31 @@ def this_server(result, generator, request, public):
     url = request.build_absolute_uri("/").rstrip("/") if request is not None else LOCAL_SERVER
     result["servers"] = [{"url": url}]
     return result
+
+
+def documented_call(
+    name: str,
+    *,
+    request: dict,
+    status: int,
+    response: dict,
+    path: dict[str, int] | None = None,
+    description: str = "",
+) -> list[OpenApiExample]:
+    """One call of an operation, documented under one `name`: its request body (the example
+    Swagger UI's "Try it out" starts from), the value of each `path` parameter, and the answer
+    with its `status`, each the example of that `name` in its place of the OpenAPI document.
+
+    The values are those of the `demo` command's data on a fresh `make run`;
+    tests/partner_api/test_openapi_examples.py sends every documented call to the service and
+    checks the documented status and answer.
+    """
+    examples = [
+        OpenApiExample(name, value=request, request_only=True, description=description),
+        OpenApiExample(name, value=response, response_only=True, status_codes=[str(status)]),
+    ]
+    for parameter, value in (path or {}).items():
+        examples.append(
+            OpenApiExample(name, value=value, parameter_only=(parameter, OpenApiParameter.PATH))
+        )
+    return examples

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from catalog.schemas import Ean, StockCode
 from core.text import TextFromNumbers
-from partner_api.order_schemas import Order
+from partner_api.order_schemas import JANA, SUMMER_TYRE, WINTER_TYRE, Order, order_example
+from partner_api.schema_extensions import documented_call
 
 STOCK_QUERY_MAX_KEYS = 1000
 
@@ -86,3 +87,129 @@ class CancelledConflict(BaseModel):
 
 
 ShopOrderRecord = Order
+
+
+# ------------------------------------------------------------------------------
+# Documented calls (OpenAPI examples): the demo's products and orders, as on a fresh `make run`
+# ------------------------------------------------------------------------------
+EXAMPLES = {
+    "shop_stock_query": documented_call(
+        "two tyres and an unknown key",
+        request={
+            "keys": [
+                {"stock_code": "PT-205-55-16-W", "ean": "8591234567001"},
+                {"stock_code": "PT-225-45-17-S"},
+                {"stock_code": "PT-235-35-19-S"},
+            ]
+        },
+        status=200,
+        response={
+            "items": [
+                {
+                    "index": 0,
+                    "stock_code": "PT-205-55-16-W",
+                    "ean": "8591234567001",
+                    "found": True,
+                    "reason": None,
+                    "shop_quantity": 12,
+                    "reserved": 3,
+                    "safety_buffer": 0,
+                    "salable": 9,
+                    "status": "active",
+                },
+                {
+                    "index": 1,
+                    "stock_code": "PT-225-45-17-S",
+                    "ean": "",
+                    "found": True,
+                    "reason": None,
+                    "shop_quantity": 4,
+                    "reserved": 1,
+                    "safety_buffer": 1,
+                    "salable": 2,
+                    "status": "active",
+                },
+                {
+                    "index": 2,
+                    "stock_code": "PT-235-35-19-S",
+                    "ean": "",
+                    "found": False,
+                    "reason": "unknown",
+                    "shop_quantity": None,
+                    "reserved": None,
+                    "safety_buffer": None,
+                    "salable": None,
+                    "status": None,
+                },
+            ]
+        },
+    ),
+    "shop_orders_place": documented_call(
+        "WEB-2026-1001",
+        description=(
+            "Two winter tyres for a customer. `created_at` is left out: it defaults to now, and "
+            "one more than 24 hours old is refused."
+        ),
+        request={
+            "order_number": "WEB-2026-1001",
+            "customer": {
+                "name": "Jana Nováková",
+                "email": "jana.novakova@example.com",
+                "phone": "+420 601 123 456",
+                "address": "Masarykova 12",
+                "city": "Brno",
+                "zip_code": "602 00",
+            },
+            "items": [
+                {
+                    "stock_code": "PT-205-55-16-W",
+                    "ean": "8591234567001",
+                    "name": "Winter Grip 205/55 R16",
+                    "quantity": 2,
+                    "unit_price": 84.5,
+                    "total": 169.0,
+                }
+            ],
+            "subtotal": 169.0,
+            "vat_total": 35.49,
+            "total": 204.49,
+            "currency": "EUR",
+        },
+        status=201,
+        response=order_example(
+            order_id=8,
+            order_number="WEB-2026-1001",
+            created_at="2026-03-02T12:05:09+00:00",
+            status="new",
+            customer=JANA,
+            items=[{**WINTER_TYRE, "quantity": 2, "total": 169.0}],
+            subtotal=169.0,
+            vat_total=35.49,
+            total=204.49,
+            partner_sync_status="pending_partner",
+            status_changed_at="2026-03-02T12:05:09+00:00",
+        ),
+    ),
+    "shop_orders_cancel": documented_call(
+        "customer changed their mind",
+        description="The demo's pending shop order SHOP-2026-0102, not acknowledged yet.",
+        path={"order_id": 6},
+        request={"reason": "customer changed their mind"},
+        status=200,
+        response=order_example(
+            order_id=6,
+            order_number="SHOP-2026-0102",
+            created_at="2026-03-02T10:02:17+00:00",
+            status="cancelled",
+            customer={"name": "Martin Král", "email": "martin.kral@example.com"},
+            items=[
+                {**WINTER_TYRE, "quantity": 1, "total": 84.5},
+                {**SUMMER_TYRE, "quantity": 1, "total": 109.0},
+            ],
+            subtotal=193.5,
+            vat_total=40.64,
+            total=234.14,
+            status_changed_at="2026-03-02T10:41:03+00:00",
+        ),
+    ),
+}

@@ -1,0 +1,209 @@
+"""The OpenAPI document's examples are real calls: every operation that takes a body documents
+at least one call (its request body, its path values and its answer, under one name), and each
+documented call, sent to the service as written, gets the documented status and answer.
+
+The service holds the `demo` command's data with the ids of a fresh `make run`, so that the
+documented path values (`order_id`) and the plant's `id` name the demo's records.
+
+Times: the examples carry only document times in the past (`posted_at`, `stock_booked_at`,
+`changed_at`, which are refused only when more than 10 minutes ahead), and the placement leaves
+`created_at` out (it defaults to now; one more than 24 hours old is refused). So the examples
+hold whatever day this runs, and the test substitutes nothing: it sends them as documented.
+"""
+
+import json
+from datetime import datetime
+
+import pytest
+from django.apps import apps
+from django.core.management.color import no_style
+from django.db import connection
+from jsonschema import Draft202012Validator
+from rest_framework.test import APIClient
+
+from partner_api.management.commands.demo import demo_seeds
+
+SCHEMA_URL = "/api/schema/"
+JSON = "application/json"
+# Every operation that takes a body; the first test checks that the document has no other.
+OPERATIONS_WITH_A_BODY = (
+    "products_sync",
+    "products_item",
+    "orders_acknowledge",
+    "orders_status",
+    "shop_stock_query",
+    "shop_orders_place",
+    "shop_orders_cancel",
+    "plant_update",
+)
+# Fields whose value is the moment the service stored something: any date-time will do.
+STORED_TIMES = frozenset({"created_at", "status_changed_at"})
+
+
+def fetch_document(client) -> dict:
+    response = client.get(SCHEMA_URL, HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    return response.json()
+
+
+@pytest.fixture
+def document(client, db) -> dict:
+    return fetch_document(client)
+
+
+def operations(document: dict) -> dict[str, tuple[str, str, dict]]:
+    """Each operation by its id: (path, method, operation object)."""
+    return {
+        operation["operationId"]: (path, method, operation)
+        for path, methods in document["paths"].items()
+        for method, operation in methods.items()
+    }
+
+
+def media(entry: dict) -> dict:
+    return entry.get("content", {}).get(JSON, {})
+
+
+def documented_calls(operation: dict) -> list[dict]:
+    """The operation's calls: each request example, with the path values and the one response
+    (status and example) documented under the same name."""
+    calls = []
+    for name, request in media(operation.get("requestBody", {})).get("examples", {}).items():
+        answers = [
+            (status, media(response)["examples"][name])
+            for status, response in operation["responses"].items()
+            if name in media(response).get("examples", {})
+        ]
+        assert len(answers) == 1, (operation["operationId"], name, answers)
+        ((status, answer),) = answers
+        path_values = {
+            parameter["name"]: parameter.get("examples", {}).get(name, {}).get("value")
+            for parameter in operation.get("parameters", [])
+            if parameter["in"] == "path"
+        }
+        calls.append(
+            {
+                "name": name,
+                "body": request["value"],
+                "path_values": path_values,
+                "status": int(status),
+                "answer": answer["value"],
+            }
+        )
+    return calls
+
+
+def test_every_operation_with_a_body_documents_a_call(document):
+    with_a_body = {
+        operation_id
+        for operation_id, (_, _, operation) in operations(document).items()
+        if "requestBody" in operation
+    }
+    assert with_a_body == set(OPERATIONS_WITH_A_BODY)
+    for operation_id in OPERATIONS_WITH_A_BODY:
+        _, _, operation = operations(document)[operation_id]
+        calls = documented_calls(operation)
+        assert calls, f"{operation_id} documents no request example"
+        for call in calls:
+            assert call["body"], (operation_id, call["name"])
+            assert call["answer"], (operation_id, call["name"])
+            missing = [name for name, value in call["path_values"].items() if value is None]
+            assert not missing, f"{operation_id} {call['name']}: no example of {missing}"
+
+
+def schema_errors(document: dict, schema: dict, value) -> list[str]:
+    """What is wrong with `value` by `schema`, whose references ("#/components/...") point
+    into the document's components."""
+    checker = Draft202012Validator({**schema, "components": document["components"]})
+    return [
+        f"{'/'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in checker.iter_errors(value)
+    ]
+
+
+def test_every_example_fits_its_schema(document):
+    """Request bodies, path values and answers: each example is valid by the schema of the
+    place it documents (Swagger UI sends what the document shows)."""
+    problems = []
+    for operation_id, (_, _, operation) in operations(document).items():
+        body = media(operation.get("requestBody", {}))
+        for name, example in body.get("examples", {}).items():
+            for error in schema_errors(document, body["schema"], example["value"]):
+                problems.append(f"{operation_id} request {name}: {error}")
+        for parameter in operation.get("parameters", []):
+            for name, example in parameter.get("examples", {}).items():
+                for error in schema_errors(document, parameter["schema"], example["value"]):
+                    problems.append(f"{operation_id} {parameter['name']} {name}: {error}")
+        for status, response in operation["responses"].items():
+            content = media(response)
+            for name, example in content.get("examples", {}).items():
+                for error in schema_errors(document, content["schema"], example["value"]):
+                    problems.append(f"{operation_id} {status} {name}: {error}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture
+def demo_data(db) -> None:
+    """The `demo` command's data, with the ids a fresh `make run` gives it: each table's id
+    sequence restarts just after its highest id (at 1 for the demo's empty tables), as on a
+    new database. (On PostgreSQL a sequence keeps that value after the test's rollback; it
+    then still follows its table's highest id, so no other test is affected.)"""
+    with connection.cursor() as cursor:
+        for statement in connection.ops.sequence_reset_sql(no_style(), apps.get_models()):
+            cursor.execute(statement)
+    for seed in demo_seeds():
+        seed()
+
+
+def differences(documented, answered, where: str = "") -> list[str]:
+    """Where the answer differs from the documented one; a stored time only has to be a time."""
+    if isinstance(documented, dict) and isinstance(answered, dict):
+        found = [
+            f"{where}/{key}: documented but not answered" for key in documented.keys() - answered
+        ]
+        found += [
+            f"{where}/{key}: answered {answered[key]!r}, not documented"
+            for key in answered.keys() - documented
+        ]
+        for key in documented.keys() & answered.keys():
+            if key in STORED_TIMES and isinstance(documented[key], str):
+                if (
+                    not isinstance(answered[key], str)
+                    or datetime.fromisoformat(answered[key]).utcoffset() is None
+                ):
+                    found.append(f"{where}/{key}: answered {answered[key]!r}, not a date-time")
+                continue
+            found += differences(documented[key], answered[key], f"{where}/{key}")
+        return found
+    if isinstance(documented, list) and isinstance(answered, list):
+        if len(documented) != len(answered):
+            return [f"{where}: {len(answered)} entries answered, {len(documented)} documented"]
+        return [
+            found
+            for index, (one, other) in enumerate(zip(documented, answered, strict=True))
+            for found in differences(one, other, f"{where}/{index}")
+        ]
+    if documented != answered or type(documented) is not type(answered):
+        return [f"{where}: answered {answered!r}, documented {documented!r}"]
+    return []
+
+
+@pytest.mark.parametrize("operation_id", OPERATIONS_WITH_A_BODY)
+def test_each_documented_call_gets_its_documented_answer(
+    operation_id, demo_data, client, api_key, shop_key
+):
+    path, method, operation = operations(fetch_document(client))[operation_id]
+    # The shop's operations need a shop key, the others a partner key (the 403 says which).
+    sender = APIClient()
+    sender.credentials(HTTP_X_API_KEY=shop_key if "shop" in operation["tags"] else api_key)
+
+    for call in documented_calls(operation):
+        url = path.format(**call["path_values"])
+        response = sender.generic(method.upper(), url, json.dumps(call["body"]), content_type=JSON)
+
+        assert response.status_code == call["status"], (call["name"], response.content)
+        assert not differences(call["answer"], response.json()), (
+            f"{operation_id} {call['name']}: the documented answer is not the service's:\n"
+            + "\n".join(differences(call["answer"], response.json()))
+            + f"\nanswered: {json.dumps(response.json(), ensure_ascii=False)}"
+        )
