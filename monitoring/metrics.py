@@ -26,7 +26,7 @@ ITEM_RESULTS = ("updated", "unknown", "stale")
 ACKNOWLEDGEMENT_RESULTS = ("acknowledged", "repeated", "conflict", "not_found")
 PLACEMENT_RESULTS = ("created", "replayed", "short", "refused")
 # Who changes what became of an order, and to what (the states table's statuses).
-STATUS_CHANGE_ACTORS = (Actor.SHOP.value, Actor.PARTNER.value)
+STATUS_CHANGE_ACTORS = (Actor.SHOP.value, Actor.PARTNER.value, Actor.STAFF.value)
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 # A sync of 5000 items takes about a second; the buckets reach well past the gunicorn timeout's
@@ -77,7 +77,7 @@ ORDERS_PLACED = Counter(
 )
 ORDER_STATUS_CHANGES = Counter(
     f"{PREFIX}_order_status_changes",
-    "Changes of what became of an order, by new status and by whom (shop or partner).",
+    "Changes of what became of an order, by new status and by whom (shop, partner or staff).",
     ("status", "by"),
     registry=REGISTRY,
 )

@@ -1,18 +1,101 @@
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from catalog.admin import ReadOnlyInline, ReadOnlyInlinesMixin, ReservationOfOrderInline
 from core.display import admin_decimal, money
+from core.signals import order_status_changed
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem, OrderStatusChange
 from orders.services import (
     order_status_set_by_staff,
     orders_clear_acknowledgement,
     orders_hand_to_partner,
 )
-from orders.states import STATUS_TRANSITIONS, effective_status
+from orders.states import (
+    STATUS_TRANSITIONS,
+    Actor,
+    OrderStatus,
+    effective_status,
+    status_change_allowed,
+)
 
 PartnerStatus = Order.PartnerStatus
+
+
+def _status_label(status: str) -> str:
+    # An imported order's own status ("processing") has no label of ours: shown as it is.
+    return OrderStatus(status).label if status in OrderStatus.values else status
+
+
+def _moves_text(status: str) -> str:
+    targets = sorted(STATUS_TRANSITIONS[effective_status(status)])
+    return ", ".join(targets) if targets else "nothing (it is final)"
+
+
+class OrderForm(forms.ModelForm):
+    """An order as staff edit it: its status is chosen among the moves the transition table
+    (orders/states.py) allows from the stored one, or left as it is; never typed."""
+
+    class Meta:
+        model = Order
+        # The admin's fieldsets name the rest.
+        fields = ("status",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "status" not in self.fields:
+            return
+        if self.instance.pk is None:
+            # A new order starts at one of the statuses, as an import's may.
+            choices = list(OrderStatus.choices)
+            help_text = ""
+            refusal = "%(value)s is not a status."
+        else:
+            current = self.instance.status
+            targets = sorted(STATUS_TRANSITIONS[effective_status(current)])
+            choices = [
+                (current, f"{_status_label(current)} (leave as is)"),
+                *((target, OrderStatus(target).label) for target in targets),
+            ]
+            help_text = (
+                f"From {current} the order may move to {_moves_text(current)}. "
+                "A move is kept in the status history; a cancellation gives the order's open "
+                "reservations back to sale."
+            )
+            refusal = (
+                f"“%(value)s” is not a move this order may make: it is {current}, and from "
+                f"{current} it may move to {_moves_text(current)}. Nothing was changed."
+            )
+        self.fields["status"] = forms.ChoiceField(
+            choices=choices,
+            label=self.fields["status"].label,
+            help_text=help_text,
+            error_messages={"invalid_choice": refusal},
+        )
+
+    def clean_status(self) -> str:
+        status = self.cleaned_data["status"]
+        if self.instance.pk is None:
+            return status
+        # Checked against the row as it is now, locked until the change is saved (the admin's
+        # save runs in this transaction): the partner system may have moved the order since
+        # the page was shown.
+        current = (
+            Order.objects.select_for_update()
+            .filter(pk=self.instance.pk)
+            .values_list("status", flat=True)
+            .first()
+        )
+        if current is None or status == current:
+            return status
+        if not status_change_allowed(current, status):
+            raise forms.ValidationError(
+                f"“{status}” is not a move this order may make: it is {current} now, and from "
+                f"{current} it may move to {_moves_text(current)}. Nothing was changed.",
+                code="move_not_allowed",
+            )
+        return status
 
 
 class OrderItemInline(admin.TabularInline):
@@ -47,25 +130,43 @@ class OrderStatusChangeInline(ReadOnlyInline):
         actor = change.get_by_display()
         return f"{actor} ({change.by_name})" if change.by_name else actor
 
-    @admin.display(description="from → to")
+    @admin.display(description="change")
     def change(self, change: OrderStatusChange) -> str:
-        return f"{change.old_value or '—'} → {change.new_value or '—'}"
+        old, new = change.old_value, change.new_value
+        if old is None and change.field == "status":
+            verb = "placed" if change.by == Actor.SHOP else "created"
+            return f"{verb} as {new}"
+        if old is None:
+            return f"set to {new}"
+        if new is None:
+            return f"{old}, then cleared"
+        return f"{old} → {new}"
+
+
+class OriginFilter(admin.ChoicesFieldListFilter):
+    """Where orders came from: placed by the shop through the API, or imported."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.title = "origin"
 
 
 @admin.register(Order)
 class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
+    form = OrderForm
     # Within a 1400-pixel window; the acknowledgement time is on the order's page.
     list_display = (
         "order_number",
         "created_at",
         "customer_name",
         "total_display",
+        "origin",
         "status",
         "partner_sync_status",
         "partner_reference",
         "tracking_number",
     )
-    list_filter = ("partner_sync_status", "status", "created_at")
+    list_filter = (("source", OriginFilter), "partner_sync_status", "status", "created_at")
     search_fields = (
         "order_number",
         "customer_name",
@@ -137,6 +238,10 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     def total_display(self, obj: Order) -> str:
         return f"{money(obj.total)} {obj.currency}"
 
+    @admin.display(description="origin", ordering="source")
+    def origin(self, obj: Order) -> str:
+        return obj.get_source_display()
+
     @admin.display(description="the partner system may report next")
     def next_statuses(self, obj: Order) -> str:
         targets = STATUS_TRANSITIONS[effective_status(obj.status)]
@@ -148,14 +253,19 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         return (*fields, "source") if obj is not None else fields
 
     def save_model(self, request, obj, form, change):
-        if change and "status" in form.changed_data:
-            # A hand edit of the status leaves a trace in the history, as every other move.
-            new_status = obj.status
-            obj.status = form.initial.get("status", obj.status)
+        if not change:
             super().save_model(request, obj, form, change)
-            order_status_set_by_staff(order=obj, status=new_status, by=request.user.get_username())
             return
+        new_status = obj.status
+        # The status moves only through the service, which keeps the move in the history; the
+        # rest of the form is saved over the row's own status (locked by the form's check, so
+        # a move the partner system made meanwhile is not overwritten).
+        obj.status = Order.objects.filter(pk=obj.pk).values_list("status", flat=True).get()
         super().save_model(request, obj, form, change)
+        if "status" in form.changed_data and new_status != obj.status:
+            order_status_set_by_staff(order=obj, status=new_status, by=request.user.get_username())
+            # Counted as every other move is (stock_sync_order_status_changes_total).
+            order_status_changed.send(sender=None, status=new_status, by=Actor.STAFF.value)
 
     @admin.action(
         description="Hand selected orders to the partner system (pending partner)",

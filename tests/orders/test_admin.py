@@ -52,6 +52,27 @@ class TestChangelist:
         assert response.status_code == 200
         assert listed(response) == {orders[name].order_number for name in expected}
 
+    def test_the_list_shows_and_filters_where_each_order_came_from(
+        self, admin_client, orders, shop_client
+    ):
+        product = ProductFactory(shop_quantity=5)
+        placed = place(shop_client, order_body(line(product, 1), number="W-SRC")).json()
+
+        response = admin_client.get(CHANGELIST)
+        html = response.content.decode()
+        assert (
+            re.findall(r'<td class="field-origin[^"]*">([^<]*)</td>', html).count(
+                "Placed by the shop"
+            )
+            == 1
+        )
+        assert ">Origin</a>" in html
+        assert "By origin" in html
+        shop = admin_client.get(CHANGELIST, {"source__exact": "shop"})
+        assert listed(shop) == {placed["order_number"]}
+        imported = admin_client.get(CHANGELIST, {"source__exact": "import"})
+        assert listed(imported) == {o.order_number for o in orders.values()}
+
     def test_search_by_order_number(self, admin_client, orders):
         number = orders["pending"].order_number
         assert listed(admin_client.get(CHANGELIST, {"q": number})) == {number}
@@ -156,6 +177,10 @@ class TestClearAcknowledgement:
         assert order.partner_sync_status == Order.PartnerStatus.ACKNOWLEDGED
 
 
+def _changes(html: str) -> list[str]:
+    return re.findall(r'<td class="field-change">\s*<p>([^<]*)</p>', html)
+
+
 def _states(html: str) -> list[str]:
     return re.findall(r'<td class="field-state">\s*<p>(\w+)</p>', html)
 
@@ -227,7 +252,7 @@ class TestStatusHistory:
         assert "Status history" in page
         for text in (
             "Shop (storefront)",
-            "— → new",
+            "placed as new",
             "Partner system (erp)",
             "pending_partner → acknowledged",
             "new → shipped",
@@ -236,6 +261,20 @@ class TestStatusHistory:
             "delivered",  # what the partner system may report next
         ):
             assert text in page, text
+
+    def test_first_entries_say_how_the_order_began_never_none(self, admin_client, shop_client):
+        product = ProductFactory(shop_quantity=5)
+        order_id = place(shop_client, order_body(line(product, 1), number="W-H3")).json()[
+            "order_id"
+        ]
+        legacy = OrderFactory(legacy=True)
+        run_action(admin_client, "hand_to_partner", [legacy], confirm=True)
+
+        placed = admin_client.get(reverse("admin:orders_order_change", args=[order_id]))
+        handed = admin_client.get(reverse("admin:orders_order_change", args=[legacy.pk]))
+
+        assert _changes(placed.content.decode()) == ["placed as new"]
+        assert _changes(handed.content.decode()) == ["set to pending_partner"]
 
     @staticmethod
     def _edit_status(admin_client, order, status):
@@ -265,15 +304,15 @@ class TestStatusHistory:
         order = OrderFactory(acknowledged=True, status="new")
         url = reverse("admin:orders_order_change", args=[order.pk])
 
-        self._edit_status(admin_client, order, "delivered")
+        self._edit_status(admin_client, order, "shipped")
 
         order.refresh_from_db()
-        assert order.status == "delivered"
+        assert order.status == "shipped"
         assert order.status_changed_at is not None
         change = order.status_changes.get(field="status")
         assert (change.old_value, change.new_value, change.by, change.by_name) == (
             "new",
-            "delivered",
+            "shipped",
             "staff",
             admin_user.get_username(),
         )
