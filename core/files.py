@@ -2,7 +2,9 @@
 
 The three import commands read through `read_valid_records`: a file is all or nothing, and
 the error names every bad record with where it stands, counted from 1 ("item 2", "line 3",
-"order 1 (20260001)").
+"order 1 (20260001)"). A CSV may be separated by commas or, as a spreadsheet set to a
+decimal-comma language saves it, by semicolons: the connector's rule (`csv_delimiter`), which
+reads the separator from the header line, decides for every CSV the project reads.
 """
 
 import csv
@@ -14,6 +16,9 @@ from typing import Any, TypeVar
 
 import pydantic
 
+# The connector needs only the standard library and never imports the service, so the one
+# rule for a CSV's separator lives on its side.
+from connector.csvfile import csv_delimiter
 from core.problems import nothing_imported, problems_from_pydantic
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -73,7 +78,9 @@ def read_records(
 
 def _read_csv(path: Path, booleans: Collection[str]) -> list[tuple[str, Any]]:
     with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
+        delimiter = csv_delimiter(handle.readline())
+        handle.seek(0)
+        reader = csv.DictReader(handle, delimiter=delimiter)
         records = []
         for row in reader:
             record = {

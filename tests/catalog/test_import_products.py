@@ -62,6 +62,44 @@ def test_csv_is_imported(tmp_path):
     assert "Created 0, updated 2" in _run(path)
 
 
+def test_a_semicolon_csv_as_a_spreadsheet_saves_it_is_imported(tmp_path):
+    path = tmp_path / "catalogue.csv"
+    path.write_text(
+        "\ufeff"
+        + CSV_HEADER.replace(",", ";")
+        + "A-1;8591;active;4;10.50;9.90;Alpine, 205;true;9,5\n"
+        + 'A-2;;active;-2;5;5;"Grip; 225";no;\n',
+        encoding="utf-8",
+    )
+
+    output = _run(path)
+
+    assert "Created 2" in output and "updated 0" in output
+    first = Product.objects.get(stock_code="A-1")
+    assert (first.ean, first.shop_quantity, first.catalog_price, first.name) == (
+        "8591",
+        4,
+        Decimal("10.5"),
+        "Alpine, 205",
+    )
+    assert (first.run_on_flat, first.weight_kg) == (True, Decimal("9.5"))
+    second = Product.objects.get(stock_code="A-2")
+    assert (second.name, second.shop_quantity, second.run_on_flat) == ("Grip; 225", -2, False)
+
+
+def test_a_semicolon_csv_line_with_a_bad_cell_names_its_line(tmp_path):
+    path = tmp_path / "catalogue.csv"
+    path.write_text(
+        CSV_HEADER.replace(",", ";") + "A-1;;active;4;10;9;;;\nA-2;;active;lots;10;9;;;\n"
+    )
+    with pytest.raises(CommandError) as error:
+        _run(path)
+    message = str(error.value)
+    assert "line 3: shop_quantity" in message
+    assert "stock_code" not in message
+    assert not Product.objects.exists()
+
+
 def test_bad_csv_row_names_its_line_and_imports_nothing(tmp_path):
     path = tmp_path / "catalogue.csv"
     path.write_text(
