@@ -2,7 +2,10 @@
 
 import json
 import os
+import subprocess
+import sys
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -301,3 +304,100 @@ def test_a_dry_run_push_changes_nothing_and_prints_its_changes(service, tmp_path
     assert real.returncode == 1, real.stdout + real.stderr
     assert "replayed" not in real.stdout
     assert quantities(service, ["DR-00000"]) == {"DR-00000": 4}
+
+
+# ------------------------------------------------------------------------------
+# What a user who gets something wrong is told (and that the CLI runs from anywhere)
+# ------------------------------------------------------------------------------
+def test_a_semicolon_csv_with_a_misspelt_column_and_no_posted_at_is_synced_with_warnings(
+    service, tmp_path
+):
+    seed_products(service, prefix="SC", count=2)
+    path = tmp_path / "ISS-E2E-SEMI.csv"
+    path.write_text(
+        "\ufeffdocument_number;document_type;document_state;stock_code;status;shop_quantity;"
+        "catalog_price;eshop_price;seasn;name\n"
+        "ISS-E2E-SEMI;issue;posted;SC-00000;active;6;100;90;winter;Grip, 205\n"
+        'ISS-E2E-SEMI;issue;posted;SC-00001;active;7;100;90;summer;"Alpine; 225"\n',
+        encoding="utf-8",
+    )
+
+    done = service.connector("push", str(path))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Document ISS-E2E-SEMI (issue, 2 rows, 1 chunk): synced" in done.stdout
+    warnings = " ".join(done.stderr.split())
+    assert warnings.count("warning: ") == 2
+    assert "'seasn' (did you mean 'season'?)" in warnings
+    assert "carries no posted_at" in warnings and "back on sale" in warnings
+    assert service.query(
+        "SELECT stock_code, shop_quantity, name, season FROM catalog_product "
+        "WHERE stock_code LIKE 'SC-%%' ORDER BY stock_code"
+    ) == [("SC-00000", 6, "Grip, 205", None), ("SC-00001", 7, "Alpine; 225", None)]
+
+
+def test_posted_at_given_on_the_command_line_is_stored(service, tmp_path):
+    seed_products(service, prefix="PA", count=2)
+    rows = [row("PA-00000", 3), row("PA-00001", 4)]
+
+    done = service.connector(
+        "push",
+        write_document(tmp_path, "PR-E2E-POSTED", rows),
+        "--posted-at",
+        "2026-01-31T08:00:00+01:00",
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stderr
+    assert service.query(
+        "SELECT DISTINCT posted_at AT TIME ZONE 'UTC' FROM catalog_product "
+        "WHERE stock_code LIKE 'PA-%%'"
+    ) == [(datetime(2026, 1, 31, 7, 0),)]
+
+
+def test_a_wrong_or_shop_key_exits_5_and_sends_nothing_more(service, tmp_path):
+    shop_key = service.manage("create_api_key", "e2e-shop", "--scope", "shop").splitlines()[-1]
+    rows = [row(f"SM-{i:05d}", 90) for i in range(37, 40)]
+    path = write_document(tmp_path, "PR-E2E-KEY", rows, posted_at="2026-01-31T08:00:00Z")
+
+    for key, says in (
+        ("nope.not-a-key", "it is wrong, revoked or expired"),
+        (shop_key.strip(), "it is valid but not a partner key"),
+    ):
+        done = service.connector("push", path, "--api-key", key, "--chunk-size", "1")
+
+        assert done.returncode == 5, done.stdout + done.stderr
+        text = " ".join(done.stdout.split())
+        assert says in text and "no retry will help" in text
+        assert "again later" not in text
+        assert "retry" not in done.stderr
+    assert audits(service, "PR-E2E-KEY") == []
+    assert set(quantities(service, [r["stock_code"] for r in rows]).values()) == {0}
+
+
+def test_the_console_script_pushes_from_outside_the_checkout(service, tmp_path):
+    seed_products(service, prefix="CS", count=2)
+    path = write_document(
+        tmp_path,
+        "PR-E2E-SCRIPT",
+        [row("CS-00000", 5), row("CS-00001", 6)],
+        posted_at="2026-01-31T08:00:00Z",
+    )
+    env = {
+        **{k: v for k, v in service.env.items() if k not in ("PYTHONPATH", "DATABASE_URL")},
+        "CONNECTOR_BASE_URL": service.base_url,
+        "CONNECTOR_API_KEY": service.api_key,
+    }
+
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "stock-sync-connector"), "push", path],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Document PR-E2E-SCRIPT (receipt, 2 rows, 1 chunk): synced" in done.stdout
+    assert quantities(service, ["CS-00000", "CS-00001"]) == {"CS-00000": 5, "CS-00001": 6}
