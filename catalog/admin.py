@@ -2,6 +2,8 @@
 pending keys, sync audits, the pause switch."""
 
 import json
+import re
+from datetime import datetime
 
 import pydantic
 from django.conf import settings
@@ -31,6 +33,7 @@ from catalog.pending import (
 from catalog.sync.pause import sync_pause_set
 from core.display import DecimalInput, admin_decimal, local_time
 from core.text import NO_NUL_PATTERN
+from orders.states import OrderStatus
 
 admin.site.site_header = "Stock synchronization back-office"
 admin.site.site_title = "Stock synchronization"
@@ -38,9 +41,65 @@ admin.site.index_title = "Dashboard"
 
 # The partner system owns these: a sync overwrites them, so staff must not edit them by hand.
 ERP_FIELDS = ("stock_code", "ean", "status", "shop_quantity", "catalog_price", "eshop_price")
-# Read-only, they are shown trimmed (89.90, not the stored 89.9000).
-ERP_DISPLAYS = {"catalog_price": "catalog_price_display", "eshop_price": "eshop_price_display"}
+# Read-only, they are shown trimmed (89.90, not the stored 89.9000), and the quantity under
+# the label staff read it by.
+ERP_DISPLAYS = {
+    "shop_quantity": "on_hand",
+    "catalog_price": "catalog_price_display",
+    "eshop_price": "eshop_price_display",
+}
 HISTORY_ON_PAGE = 50
+# `shop_quantity` (the API's name) is what the partner system says it has on hand: staff read
+# it under this label. Labels only; the field keeps its name.
+ON_HAND = "On hand (partner system)"
+HISTORY_FIELD_LABELS = {ProductHistory.Field.SHOP_QUANTITY.value: ON_HAND}
+
+
+def history_field_label(value: str) -> str:
+    """A history row's field as staff read it."""
+    if value in HISTORY_FIELD_LABELS:
+        return HISTORY_FIELD_LABELS[value]
+    return ProductHistory.Field(value).label if value in ProductHistory.Field.values else value
+
+
+# A time as the services write it into a reservation's cause (isoformat, with its offset).
+_ISO_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})"
+)
+
+
+def _readable_time(match: re.Match) -> str:
+    try:
+        return local_time(datetime.fromisoformat(match.group(0)))
+    except ValueError:
+        return match.group(0)
+
+
+def readable_cause(cause: str) -> str:
+    """A reservation's cause with its times in the back-office's time format."""
+    return _ISO_TIME.sub(_readable_time, cause) or "-"
+
+
+# An order in these statuses has left the warehouse: the partner system's figures count it.
+_LEFT_THE_WAREHOUSE = (OrderStatus.SHIPPED, OrderStatus.DELIVERED)
+
+
+def reservation_waits_for(reservation: Reservation) -> str:
+    """What an open reservation of a shipped or delivered order still waits for, or ""."""
+    if reservation.state != Reservation.State.OPEN:
+        return ""
+    status = reservation.order.status
+    if status not in _LEFT_THE_WAREHOUSE:
+        return ""
+    if reservation.booked_at is None:
+        return (
+            f"The order is {status}, but the partner system has not acknowledged it: this "
+            "reservation holds until it does, then until its next stock figure of the product."
+        )
+    return (
+        f"The order is {status}: this reservation waits for the partner system's next stock "
+        "figure of the product, which counts the order and ends it."
+    )
 
 
 def _admin_link(obj, label=None) -> str:
@@ -123,7 +182,7 @@ class OpenReservationInline(ReadOnlyInline):
     fk_name = "product"
     verbose_name = "open reservation"
     verbose_name_plural = "open reservations (the orders “reserved” holds back from sale)"
-    fields = ("order_link", "quantity", "booked_at", "created_at", "cause")
+    fields = ("order_link", "quantity", "booked_at", "created_at", "cause_display")
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -139,17 +198,35 @@ class OpenReservationInline(ReadOnlyInline):
     def order_link(self, obj: Reservation) -> str:
         return _admin_link(obj.order)
 
+    @admin.display(description="Cause")
+    def cause_display(self, obj: Reservation) -> str:
+        return reservation_cause_display(obj)
+
+
+def reservation_cause_display(reservation: Reservation) -> str:
+    """Why the reservation is in its state (times readable), and what an open one of a shipped
+    order waits for."""
+    waits = reservation_waits_for(reservation)
+    cause = readable_cause(reservation.cause)
+    if not waits:
+        return cause
+    return format_html('{}<br><strong class="reservation-waits">{}</strong>', cause, waits)
+
 
 class ReservationOfOrderInline(ReadOnlyInline):
     """An order's reservations, whatever became of them."""
 
     model = Reservation
     fk_name = "order"
-    fields = ("product_link", "quantity", "state", "booked_at", "changed_at", "cause")
+    fields = ("product_link", "quantity", "state", "booked_at", "changed_at", "cause_display")
     readonly_fields = fields
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("product").order_by("id")
+        return super().get_queryset(request).select_related("product", "order").order_by("id")
+
+    @admin.display(description="Cause")
+    def cause_display(self, obj: Reservation) -> str:
+        return reservation_cause_display(obj)
 
     @admin.display(description="Product")
     def product_link(self, obj: Reservation) -> str:
@@ -166,7 +243,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "ean",
         "name",
         "status",
-        "shop_quantity",
+        "on_hand",
         "reserved",
         "salable_display",
         "buffer_display",
@@ -188,7 +265,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "Stock the shop can sell",
         {
             "description": (
-                "salable = max(0, shop quantity − reserved − buffer). Reserved is what open "
+                "salable = max(0, on hand − reserved − buffer). Reserved is what open "
                 "shop orders hold (listed below) until the partner system's figures include "
                 "them."
             ),
@@ -255,12 +332,18 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)
+        if "shop_quantity" in form.base_fields:
+            form.base_fields["shop_quantity"].label = ON_HAND
         if "safety_buffer" in form.base_fields:
             form.base_fields["safety_buffer"].help_text = (
                 "Units never offered for sale. Empty: the service's default "
                 f"(STOCK_SAFETY_BUFFER = {settings.STOCK_SAFETY_BUFFER})."
             )
         return form
+
+    @admin.display(description=ON_HAND, ordering="shop_quantity")
+    def on_hand(self, obj: Product) -> int:
+        return obj.shop_quantity
 
     @admin.display(description="salable")
     def salable_display(self, obj: Product) -> int:
@@ -274,6 +357,14 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
                 settings.STOCK_SAFETY_BUFFER,
             )
         return str(obj.safety_buffer)
+
+    def changelist_view(self, request, extra_context=None):
+        # For the legend under the list (templates/admin/catalog/product/change_list.html).
+        extra_context = {
+            "default_safety_buffer": settings.STOCK_SAFETY_BUFFER,
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context)
 
     _erp_read_only = tuple(ERP_DISPLAYS.get(name, name) for name in ERP_FIELDS)
     catalog_price_display = admin_decimal(Product, "catalog_price")
@@ -300,7 +391,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
                 (
                     local_time(row.changed_at),
                     local_time(row.posted_at),
-                    row.get_field_display(),
+                    history_field_label(row.field),
                     row.old_value if row.old_value is not None else "-",
                     row.new_value if row.new_value is not None else "-",
                     row.source,
@@ -499,10 +590,14 @@ class ReservationAdmin(ReadOnlyAdmin):
         ("order_link", "product_link"),
         ("quantity", "state"),
         ("created_at", "booked_at"),
-        ("changed_at", "cause"),
+        ("changed_at", "cause_display"),
         "sync_audit_link",
     )
     readonly_fields = flatten(fields)
+
+    @admin.display(description="Cause")
+    def cause_display(self, obj: Reservation) -> str:
+        return reservation_cause_display(obj)
 
     @admin.display(description="Order", ordering="order__order_number")
     def order_link(self, obj: Reservation) -> str:
@@ -519,12 +614,21 @@ class ReservationAdmin(ReadOnlyAdmin):
         )
 
 
+class HistoryFieldFilter(admin.ChoicesFieldListFilter):
+    """The history's fields under the labels the product's page gives them."""
+
+    def choices(self, changelist):
+        labels = {label: history_field_label(value) for value, label in self.field.flatchoices}
+        for choice in super().choices(changelist):
+            yield {**choice, "display": labels.get(choice["display"], choice["display"])}
+
+
 @admin.register(ProductHistory)
 class ProductHistoryAdmin(ReadOnlyAdmin):
     fields = (
         "changed_at",
         "product_link",
-        "field",
+        "field_display",
         ("old_value", "new_value"),
         "posted_at",
         "source",
@@ -532,11 +636,15 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
     )
     # The list shows what the page shows.
     list_display = flatten(fields)
-    list_filter = ("field", "source", "changed_at")
+    list_filter = (("field", HistoryFieldFilter), "source", "changed_at")
     search_fields = ("product__stock_code", "product__ean", "audit__request_id")
     list_select_related = ("product", "audit")
     date_hierarchy = "changed_at"
-    readonly_fields = ("product_link", "audit_link")
+    readonly_fields = ("product_link", "field_display", "audit_link")
+
+    @admin.display(description="Field", ordering="field")
+    def field_display(self, obj: ProductHistory) -> str:
+        return history_field_label(obj.field)
 
     @admin.display(description="Product", ordering="product__stock_code")
     def product_link(self, obj: ProductHistory) -> str:

@@ -313,7 +313,7 @@ class TestProducts:
 
         html = page.content.decode()
         assert 'class="product-history"' in html
-        assert "Shop quantity" in html
+        assert "On hand (partner system)" in html
         assert reverse("admin:catalog_syncaudit_change", args=(audit.pk,)) in html
         assert f"#{audit.pk} DOC-7" in html
 
@@ -617,7 +617,7 @@ class TestDocumentTimes:
         row = re.search(r'<table class="product-history">.*?<tbody>(.*?)</tbody>', html, re.S)
         cells = re.findall(r"<td>(.*?)</td>", row.group(1))
         assert cells[1] == "2026-01-31 08:15:00 UTC"
-        assert cells[2] == "Shop quantity"
+        assert cells[2] == "On hand (partner system)"
         # The product's own posted_at, read-only.
         assert "Jan. 31, 2026, 8:15 a.m." in html or "2026-01-31" in html
 
@@ -667,7 +667,7 @@ class TestShopStock:
 
         assert response.status_code == 200
         html = response.content.decode()
-        for header in ("Shop quantity", "Reserved", "Salable", "Buffer"):
+        for header in ("On hand (partner system)", "Reserved", "Salable", "Buffer"):
             assert header in html
         rows = {
             p.stock_code: (p.shop_quantity, p.reserved, p.salable)
