@@ -28,7 +28,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
-from connector.csvfile import csv_delimiter, unknown_names
+from connector.csvfile import closest_name, csv_delimiter, unknown_names
 
 # Document types and the sync_context.source_type each one is sent with. The interface names
 # receipts, issues and sales; an adjustment (stock take) has a source type of its own.
@@ -368,7 +368,12 @@ def _csv_header(cells: list[str]) -> list[str]:
         raise DocumentInvalid(f"CSV header names the column(s) {', '.join(twice)} more than once.")
     missing = [name for name in (*CSV_DOCUMENT_COLUMNS, "stock_code") if name not in columns]
     if missing:
-        raise DocumentInvalid(f"CSV header lacks the column(s): {', '.join(missing)}.")
+        hint = ""
+        if len(columns) == 1:
+            hint = " The header is read as one column: separate the columns with ',' or ';'."
+        elif misspelt := [name for name in columns if closest_name(name, missing)]:
+            hint = f" Found {unknown_names(misspelt, missing)}."
+        raise DocumentInvalid(f"CSV header lacks the column(s): {', '.join(missing)}.{hint}")
     both = [name for name in CSV_POSTED_AT_COLUMNS if name in columns]
     if len(both) > 1:
         raise DocumentInvalid(f"CSV header has both {' and '.join(both)}; keep one.")
@@ -563,6 +568,12 @@ def _decimal(value: Any, *, whole_digits: int, comma: bool) -> tuple[Decimal | N
             text[1:]
         ):
             return None, f"must be a non-negative number, got {_shown(value)}"
+        if not comma and "," in text and DECIMAL_COMMA_TEXT.fullmatch(text):
+            # As a spreadsheet set to a decimal-comma language writes it (a semicolon CSV):
+            # "1,299" may be a thousands separator, so it is never guessed at.
+            return None, (
+                f"write it with a decimal point (89.9, no thousands separator), got {_shown(value)}"
+            )
         if not (DECIMAL_COMMA_TEXT if comma else DECIMAL_TEXT).fullmatch(text):
             exponent = re.fullmatch(r"[0-9.,]*[eE][+-]?([0-9]+)", text)
             if exponent:

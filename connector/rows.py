@@ -83,7 +83,12 @@ def csv_reader(
     known = (*required, *optional)
     missing = [name for name in required if name not in header]
     if missing:
-        raise FileInvalid([f"the header has no column {', '.join(missing)}"])
+        hint = ""
+        if len(header) == 1:
+            hint = " (the header is read as one column: separate the columns with ',' or ';')"
+        elif misspelt := [name for name in header if name and closest_name(name, missing)]:
+            hint = f" (found {unknown_names(misspelt, missing)})"
+        raise FileInvalid([f"the header has no column {', '.join(missing)}{hint}"])
     misspelt = [
         name
         for name in header

@@ -430,3 +430,45 @@ def test_orders_pull_help_lists_exit_statuses_and_environment():
         assert f"\n  {code}  " in text
     for name in (*ENVIRONMENT, "CONNECTOR_PAGE_SIZE"):
         assert name in text
+
+
+# ------------------------------------------------------------------------------
+# A header or a number as another locale writes it
+# ------------------------------------------------------------------------------
+def test_a_tab_separated_document_is_told_which_separators_are_read(tmp_path):
+    text = (CSV_HEAD + CSV_BODY).replace(",", "\t")
+
+    code, _, stderr = run(["push", write(tmp_path, text, "iss.csv")], FakeService())
+
+    assert code == 2
+    assert "separate the columns with ',' or ';'" in stderr
+
+
+def test_a_misspelt_required_column_is_named(tmp_path):
+    text = (CSV_HEAD + CSV_BODY).replace("document_number", "Document_Number")
+
+    code, _, stderr = run(["push", write(tmp_path, text, "iss.csv")], FakeService())
+
+    assert code == 2
+    assert "lacks the column(s): document_number" in stderr
+    assert "'Document_Number' (did you mean 'document_number'?)" in stderr
+
+
+def test_a_misspelt_required_ack_column_is_named(tmp_path):
+    path = write(tmp_path, "Order_ID;partner_reference\n1;FA-1\n", "ack.csv")
+
+    code, _, stderr = run(["orders", "ack", path], FakeService(orders={1: order(1)}))
+
+    assert code == 2
+    assert "'Order_ID' (did you mean 'order_id'?)" in stderr
+
+
+def test_a_price_with_a_decimal_comma_is_refused_saying_how_to_write_it(tmp_path):
+    text = (CSV_HEAD + CSV_BODY).replace(",", ";").replace("89.9", "89,9")
+    service = FakeService(known={"A", "B"})
+
+    code, _, stderr = run(["push", write(tmp_path, text, "iss.csv")], service)
+
+    assert code == 2
+    assert "line 2: catalog_price: write it with a decimal point (89.9" in stderr
+    assert service.sent == []
