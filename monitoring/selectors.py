@@ -1,4 +1,5 @@
-"""The last 24 hours hour by hour, for the admin dashboard's chart."""
+"""The admin dashboard's figures: the last 24 hours hour by hour (the chart), and the shop
+side's open reservations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from catalog.models import SyncAudit
+from catalog.models import Reservation, SyncAudit
+from catalog.selectors import reservations_open_summary
 from orders.models import Order
 
 HOURS = 24
@@ -25,6 +27,27 @@ class HourActivity:
     items_updated: int
     # Orders waiting for the partner system at the end of the hour (now, for the current one).
     orders_waiting: int
+
+
+@dataclass(frozen=True)
+class OpenReservations:
+    # Units held back from sale, the orders holding them, and when the oldest was made.
+    units: int
+    orders: int
+    oldest_at: datetime | None
+
+
+def open_reservations_figures() -> OpenReservations:
+    """The shop side as the dashboard shows it: the units and oldest age are the metrics
+    gauges' (`reservations_open_summary`), with the number of orders that hold them."""
+    units, oldest_at = reservations_open_summary()
+    orders = (
+        Reservation.objects.filter(state=Reservation.State.OPEN)
+        .values("order_id")
+        .distinct()
+        .count()
+    )
+    return OpenReservations(units=units, orders=orders, oldest_at=oldest_at)
 
 
 def sync_activity_by_hour(*, now: datetime | None = None) -> list[HourActivity]:

@@ -5,8 +5,9 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from catalog.models import PendingProduct, SyncAudit
+from catalog.models import PendingProduct, Reservation, SyncAudit
 from catalog.selectors import REFUSED_WINDOW, sync_dashboard_figures
+from monitoring.selectors import open_reservations_figures
 
 register = template.Library()
 
@@ -32,6 +33,7 @@ def sync_dashboard(context) -> dict | None:
     since = str((now - REFUSED_WINDOW).replace(microsecond=0))
     return {
         "figures": sync_dashboard_figures(now=now),
+        "reservations": open_reservations_figures(),
         "can_switch": user.has_perm("catalog.change_synccontrol"),
         "switch_url": reverse("admin:catalog_synccontrol_switch"),
         "pending_url": _url(
@@ -42,6 +44,10 @@ def sync_dashboard(context) -> dict | None:
         ),
         "audits_url": _url(
             "admin:catalog_syncaudit_changelist", outcome__exact=SyncAudit.Outcome.APPLIED
+        ),
+        # Oldest first (the list's created_at column).
+        "reservations_url": _url(
+            "admin:catalog_reservation_changelist", state__exact=Reservation.State.OPEN, o="1"
         ),
         "refused_url": _url(
             "admin:catalog_syncaudit_changelist",
