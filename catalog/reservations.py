@@ -7,8 +7,8 @@ from them, or, when a sync consumes reservations on PostgreSQL, less exactly the
 consumed (`_consume_subtracting`).
 
 Every writer here runs inside its caller's transaction, with the products' rows locked by the
-caller (placement, sync) or locked here in primary-key order (release), so that concurrent
-writers queue instead of deadlocking.
+caller (placement, sync) or locked here in primary-key order (release, booking), so that
+concurrent writers queue instead of deadlocking.
 """
 
 from __future__ import annotations
@@ -65,13 +65,55 @@ def reservations_release(*, order_id: int, cause: str, now: datetime) -> int:
     return sum(quantity for _, _, quantity in open_rows)
 
 
-def reservations_book(*, order_id: int, booked_at: datetime, now: datetime) -> None:
-    """From `booked_at` on, the partner system's figures count the order."""
+def reservations_book(*, order_id: int, booked_at: datetime, now: datetime) -> int:
+    """From `booked_at` on, the partner system's figures count the order.
+
+    A figure that counts it may have arrived first: each open reservation whose product already
+    holds a document time (`posted_at`, stored by a sync) at or after `booked_at` is consumed at
+    once, so the order is never subtracted twice while the product waits for its next sync.
+    Returns the reservations consumed.
+    """
+    product_ids = sorted(
+        set(
+            Reservation.objects.filter(order_id=order_id, state=State.OPEN).values_list(
+                "product_id", flat=True
+            )
+        )
+    )
+    if not product_ids:
+        return 0
+    # The products first, in id order, as every other writer of `reserved` takes them: a sync
+    # of one of them either committed its document time before this reads it, or waits and
+    # then sees the booking.
+    held = (
+        Product.objects.select_for_update()
+        .filter(pk__in=product_ids)
+        .order_by("pk")
+        .values_list("pk", "posted_at")
+    )
+    counted = {pk: posted_at for pk, posted_at in held if posted_at and posted_at >= booked_at}
     Reservation.objects.filter(order_id=order_id, state=State.OPEN).update(
         booked_at=booked_at,
         changed_at=now,
         cause=f"booked by the partner system from {booked_at.isoformat()}",
     )
+    consumed = 0
+    for document_time in sorted(set(counted.values())):
+        consumed += Reservation.objects.filter(
+            order_id=order_id,
+            state=State.OPEN,
+            product_id__in=[pk for pk, held_at in counted.items() if held_at == document_time],
+        ).update(
+            state=State.CONSUMED,
+            changed_at=now,
+            cause=(
+                f"in the partner system's figures of {document_time.isoformat()}, held when "
+                "the order was acknowledged"
+            ),
+        )
+    if counted:
+        _recount(set(counted))
+    return consumed
 
 
 def reservations_unbook(*, order_ids: Iterable[int], now: datetime, cause: str) -> None:

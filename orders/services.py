@@ -190,7 +190,9 @@ def order_acknowledge(
     """Record that the partner system registered the order under `partner_reference`.
 
     From `stock_booked_at` (default: now) on, the partner system's stock figures count the
-    order: the first sync with figures from then on consumes its reservations. The row lock
+    order: the first sync with figures from then on consumes its reservations, and so does this
+    acknowledgement for each product that already holds such a figure (a push that came before
+    it). A repeat books nothing and consumes nothing. The row lock
     makes two concurrent acknowledgements queue: the second one sees the first one's reference
     and is a repeat (same reference, nothing changes) or a conflict (another one).
     """
@@ -241,8 +243,11 @@ def order_acknowledge(
                 "stock_booked_at",
             ]
         )
-        reservations_book(order_id=order.pk, booked_at=order.stock_booked_at, now=now)
-    _log_acknowledgement("acknowledged", order, client_name, note)
+        consumed = reservations_book(order_id=order.pk, booked_at=order.stock_booked_at, now=now)
+    what = "acknowledged"
+    if consumed:
+        what += f" ({consumed} reservation(s) already in the partner system's figures, consumed)"
+    _log_acknowledgement(what, order, client_name, note)
     acknowledgement_recorded.send(sender=None, result="acknowledged")
     return Acknowledged(order, repeated=False)
 
