@@ -60,8 +60,8 @@ class SyncStatus(StrEnum):
 
 # What a push without posted_at risks (decisions.md, "Which items did what").
 MISSING_POSTED_AT = (
-    "document {number} carries no posted_at, so the service dates its figures at the moment it applies them. "
-    "A late retry of a figure computed before the partner system booked an order then "
+    "document {number} carries no posted_at, so the service dates its figures at the moment "
+    "it applies them. A late retry of a figure computed before the partner system booked an order then "
     "consumes that order's reservation and puts its units back on sale. Send when the "
     'document was posted: "posted_at" in JSON, a posted_at column in CSV, or --posted-at.'
 )
