@@ -442,10 +442,83 @@ SUMMER_TYRE = {
     "stock_code": "PT-225-45-17-S",
     "unit_price": 109.0,
 }
+ALL_SEASON_TYRE = {
+    "name": "All Season 195/65 R15",
+    "stock_code": "PT-195-65-15-A",
+    "unit_price": 61.0,
+}
+GARAGE = {
+    "name": "Autoservis Dvořák s.r.o.",
+    "email": "objednavky@autoservis-dvorak.example",
+    "phone": "+420 777 222 333",
+    "ico": "27182818",
+    "dic": "CZ27182818",
+    "address": "Průmyslová 4",
+    "city": "Olomouc",
+    "zip_code": "779 00",
+}
+GARAGE_ITEMS = [
+    {**SUMMER_TYRE, "quantity": 8, "total": 872.0},
+    {**ALL_SEASON_TYRE, "quantity": 4, "total": 244.0},
+]
+MARTIN = {"name": "Martin Král", "email": "martin.kral@example.com"}
+MARTIN_ITEMS = [
+    {**WINTER_TYRE, "quantity": 1, "total": 84.5},
+    {**SUMMER_TYRE, "quantity": 1, "total": 109.0},
+]
 
 # Document times in the past stay valid whatever day the call is made (only more than 10
 # minutes ahead is refused).
 EXAMPLES = {
+    "orders_poll": documented_call(
+        "waiting for the partner system",
+        description="The demo's orders waiting for the partner system, oldest first.",
+        query={"partner_status": "pending_partner"},
+        status=200,
+        response={
+            "orders": [
+                order_example(
+                    order_id=2,
+                    order_number="DEMO-2026-0002",
+                    created_at="2026-03-02T09:38:51+00:00",
+                    status="new",
+                    customer=GARAGE,
+                    items=GARAGE_ITEMS,
+                    subtotal=1116.0,
+                    vat_total=234.36,
+                    total=1350.36,
+                    partner_sync_status="pending_partner",
+                ),
+                order_example(
+                    order_id=3,
+                    order_number="DEMO-2026-0003",
+                    created_at="2026-03-02T13:38:51+00:00",
+                    status="new",
+                    customer=JANA,
+                    items=[{**ALL_SEASON_TYRE, "quantity": 2, "total": 122.0}],
+                    subtotal=122.0,
+                    vat_total=25.62,
+                    total=147.62,
+                    partner_sync_status="pending_partner",
+                ),
+                order_example(
+                    order_id=6,
+                    order_number="SHOP-2026-0102",
+                    created_at="2026-03-02T14:38:51.203911+00:00",
+                    status="new",
+                    customer=MARTIN,
+                    items=MARTIN_ITEMS,
+                    subtotal=193.5,
+                    vat_total=40.64,
+                    total=234.14,
+                    partner_sync_status="pending_partner",
+                    status_changed_at="2026-03-02T14:38:51.203911+00:00",
+                ),
+            ],
+            "count": 3,
+            "next_cursor": None,
+        },
+    ),
     "orders_acknowledge": documented_call(
         "FA-2026-0102",
         description=(
@@ -464,26 +537,8 @@ EXAMPLES = {
             order_number="DEMO-2026-0002",
             created_at="2026-03-02T09:38:51+00:00",
             status="new",
-            customer={
-                "name": "Autoservis Dvořák s.r.o.",
-                "email": "objednavky@autoservis-dvorak.example",
-                "phone": "+420 777 222 333",
-                "ico": "27182818",
-                "dic": "CZ27182818",
-                "address": "Průmyslová 4",
-                "city": "Olomouc",
-                "zip_code": "779 00",
-            },
-            items=[
-                {**SUMMER_TYRE, "quantity": 8, "total": 872.0},
-                {
-                    "name": "All Season 195/65 R15",
-                    "stock_code": "PT-195-65-15-A",
-                    "quantity": 4,
-                    "unit_price": 61.0,
-                    "total": 244.0,
-                },
-            ],
+            customer=GARAGE,
+            items=GARAGE_ITEMS,
             subtotal=1116.0,
             vat_total=234.36,
             total=1350.36,
@@ -506,7 +561,7 @@ EXAMPLES = {
         response=order_example(
             order_id=1,
             order_number="DEMO-2026-0001",
-            created_at="2026-02-28T12:10:04+00:00",
+            created_at="2026-02-28T12:38:51+00:00",
             status="shipped",
             customer=JANA,
             items=[{**WINTER_TYRE, "quantity": 4, "total": 338.0}],

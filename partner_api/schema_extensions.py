@@ -1,5 +1,7 @@
 """OpenAPI generation for pydantic models in both directions."""
 
+from typing import Any
+
 from drf_spectacular.contrib.pydantic import PydanticExtension
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import ResolvedComponent
@@ -121,26 +123,37 @@ def this_server(result, generator, request, public):
 def documented_call(
     name: str,
     *,
-    request: dict,
     status: int,
     response: dict,
-    path: dict[str, int] | None = None,
+    request: dict | None = None,
+    path: dict[str, Any] | None = None,
+    query: dict[str, Any] | None = None,
     description: str = "",
 ) -> list[OpenApiExample]:
     """One call of an operation, documented under one `name`: its request body (the example
-    Swagger UI's "Try it out" starts from), the value of each `path` parameter, and the answer
-    with its `status`, each the example of that `name` in its place of the OpenAPI document.
+    Swagger UI's "Try it out" starts from), the value of each `path` and `query` parameter,
+    and the answer with its `status`, each the example of that `name` in its place of the
+    OpenAPI document.
 
     The values are those of the `demo` command's data on a fresh `make run`;
     tests/partner_api/test_openapi_examples.py sends every documented call to the service and
     checks the documented status and answer.
     """
     examples = [
-        OpenApiExample(name, value=request, request_only=True, description=description),
-        OpenApiExample(name, value=response, response_only=True, status_codes=[str(status)]),
+        OpenApiExample(name, value=response, response_only=True, status_codes=[str(status)])
     ]
-    for parameter, value in (path or {}).items():
+    if request is not None:
         examples.append(
-            OpenApiExample(name, value=value, parameter_only=(parameter, OpenApiParameter.PATH))
+            OpenApiExample(name, value=request, request_only=True, description=description)
         )
+    for location, values in ((OpenApiParameter.PATH, path), (OpenApiParameter.QUERY, query)):
+        for parameter, value in (values or {}).items():
+            examples.append(
+                OpenApiExample(
+                    name,
+                    value=value,
+                    parameter_only=(parameter, location),
+                    description=description if request is None else "",
+                )
+            )
     return examples

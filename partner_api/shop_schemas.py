@@ -8,9 +8,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from catalog.schemas import Ean, StockCode
+from catalog.schemas import StockCode
 from core.text import TextFromNumbers
-from partner_api.order_schemas import JANA, SUMMER_TYRE, WINTER_TYRE, Order, order_example
+from orders.schemas import OptionalEan
+from partner_api.order_schemas import (
+    JANA,
+    MARTIN,
+    MARTIN_ITEMS,
+    WINTER_TYRE,
+    Order,
+    order_example,
+)
 from partner_api.schema_extensions import documented_call
 
 STOCK_QUERY_MAX_KEYS = 1000
@@ -20,7 +28,9 @@ class StockKey(TextFromNumbers):
     model_config = ConfigDict(extra="ignore")
 
     stock_code: StockCode = Field(description="Stock number; required.")
-    ean: Ean | None = Field(default=None, description='EAN; absent, null or "" for none.')
+    ean: OptionalEan = Field(
+        default=None, description='EAN, text or an integer; absent, null or "" for none.'
+    )
 
 
 class StockQuery(BaseModel):
@@ -179,7 +189,7 @@ EXAMPLES = {
         response=order_example(
             order_id=8,
             order_number="WEB-2026-1001",
-            created_at="2026-03-02T12:05:09+00:00",
+            created_at="2026-03-02T15:05:09.417203+00:00",
             status="new",
             customer=JANA,
             items=[{**WINTER_TYRE, "quantity": 2, "total": 169.0}],
@@ -187,7 +197,27 @@ EXAMPLES = {
             vat_total=35.49,
             total=204.49,
             partner_sync_status="pending_partner",
-            status_changed_at="2026-03-02T12:05:09+00:00",
+            status_changed_at="2026-03-02T15:05:09.417203+00:00",
+        ),
+    ),
+    "shop_orders_get": documented_call(
+        "SHOP-2026-0101",
+        description="The demo's shop order the partner system has acknowledged.",
+        path={"order_id": 5},
+        status=200,
+        response=order_example(
+            order_id=5,
+            order_number="SHOP-2026-0101",
+            created_at="2026-03-02T14:38:50.912035+00:00",
+            status="new",
+            customer={"name": "Eva Horáková", "email": "eva.horakova@example.com", "city": "Praha"},
+            items=[{**WINTER_TYRE, "quantity": 2, "total": 169.0}],
+            subtotal=169.0,
+            vat_total=35.49,
+            total=204.49,
+            partner_sync_status="acknowledged",
+            partner_reference="FA-2026-0101",
+            status_changed_at="2026-03-02T14:38:50.912035+00:00",
         ),
     ),
     "shop_orders_cancel": documented_call(
@@ -199,17 +229,14 @@ EXAMPLES = {
         response=order_example(
             order_id=6,
             order_number="SHOP-2026-0102",
-            created_at="2026-03-02T10:02:17+00:00",
+            created_at="2026-03-02T14:38:51.203911+00:00",
             status="cancelled",
-            customer={"name": "Martin Král", "email": "martin.kral@example.com"},
-            items=[
-                {**WINTER_TYRE, "quantity": 1, "total": 84.5},
-                {**SUMMER_TYRE, "quantity": 1, "total": 109.0},
-            ],
+            customer=MARTIN,
+            items=MARTIN_ITEMS,
             subtotal=193.5,
             vat_total=40.64,
             total=234.14,
-            status_changed_at="2026-03-02T10:41:03+00:00",
+            status_changed_at="2026-03-02T15:12:40.118562+00:00",
         ),
     ),
 }

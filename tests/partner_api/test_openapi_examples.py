@@ -15,6 +15,7 @@ import json
 import os
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from django.apps import apps
@@ -38,6 +39,8 @@ OPERATIONS_WITH_A_BODY = (
     "shop_orders_cancel",
     "plant_update",
 )
+# And those that take none but document a call (parameters and answer) all the same.
+DOCUMENTED_OPERATIONS = (*OPERATIONS_WITH_A_BODY, "orders_poll", "shop_orders_get")
 # Fields whose value is the moment the service stored something: any date-time will do.
 STORED_TIMES = frozenset({"created_at", "status_changed_at"})
 
@@ -67,29 +70,45 @@ def media(entry: dict) -> dict:
 
 
 def documented_calls(operation: dict) -> list[dict]:
-    """The operation's calls: each request example, with the path values and the one response
-    (status and example) documented under the same name."""
+    """The operation's calls: each name under which it documents a request body (or, for an
+    operation without one, parameter values) and an answer, with its body (None without one),
+    its path and query values and the one response (status and example) of that name."""
+    answers: dict[str, list] = {}
+    for status, response in operation["responses"].items():
+        for name, example in media(response).get("examples", {}).items():
+            answers.setdefault(name, []).append((int(status), example["value"]))
+    bodies = media(operation.get("requestBody", {})).get("examples", {})
+    parameters = operation.get("parameters", [])
+    # Named by its body's example; without a body, by its parameters' examples that an answer
+    # shares (the others are single values to try).
+    names = list(bodies) or [
+        name
+        for parameter in parameters
+        for name in parameter.get("examples", {})
+        if name in answers
+    ]
     calls = []
-    for name, request in media(operation.get("requestBody", {})).get("examples", {}).items():
-        answers = [
-            (status, media(response)["examples"][name])
-            for status, response in operation["responses"].items()
-            if name in media(response).get("examples", {})
-        ]
-        assert len(answers) == 1, (operation["operationId"], name, answers)
-        ((status, answer),) = answers
-        path_values = {
-            parameter["name"]: parameter.get("examples", {}).get(name, {}).get("value")
-            for parameter in operation.get("parameters", [])
-            if parameter["in"] == "path"
+    for name in dict.fromkeys(names):
+        assert len(answers.get(name, [])) == 1, (operation["operationId"], name, answers)
+        ((status, answer),) = answers[name]
+        values = {
+            location: {
+                parameter["name"]: parameter.get("examples", {}).get(name, {}).get("value")
+                for parameter in parameters
+                if parameter["in"] == location
+            }
+            for location in ("path", "query")
         }
         calls.append(
             {
                 "name": name,
-                "body": request["value"],
-                "path_values": path_values,
-                "status": int(status),
-                "answer": answer["value"],
+                "body": bodies[name]["value"] if name in bodies else None,
+                "path_values": values["path"],
+                "query": {
+                    key: value for key, value in values["query"].items() if value is not None
+                },
+                "status": status,
+                "answer": answer,
             }
         )
     return calls
@@ -102,12 +121,13 @@ def test_every_operation_with_a_body_documents_a_call(document):
         if "requestBody" in operation
     }
     assert with_a_body == set(OPERATIONS_WITH_A_BODY)
-    for operation_id in OPERATIONS_WITH_A_BODY:
+    for operation_id in DOCUMENTED_OPERATIONS:
         _, _, operation = operations(document)[operation_id]
         calls = documented_calls(operation)
-        assert calls, f"{operation_id} documents no request example"
+        assert calls, f"{operation_id} documents no call"
         for call in calls:
-            assert call["body"], (operation_id, call["name"])
+            if operation_id in OPERATIONS_WITH_A_BODY:
+                assert call["body"], (operation_id, call["name"])
             assert call["answer"], (operation_id, call["name"])
             missing = [name for name, value in call["path_values"].items() if value is None]
             assert not missing, f"{operation_id} {call['name']}: no example of {missing}"
@@ -190,7 +210,7 @@ def differences(documented, answered, where: str = "") -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("operation_id", OPERATIONS_WITH_A_BODY)
+@pytest.mark.parametrize("operation_id", DOCUMENTED_OPERATIONS)
 def test_each_documented_call_gets_its_documented_answer(
     operation_id, demo_data, client, api_key, shop_key
 ):
@@ -198,13 +218,15 @@ def test_each_documented_call_gets_its_documented_answer(
     # The shop's operations need a shop key, the others a partner key (the 403 says which).
     sender = APIClient()
     sender.credentials(HTTP_X_API_KEY=shop_key if "shop" in operation["tags"] else api_key)
-
     calls = documented_calls(operation)
     assert calls, f"{operation_id} documents no call"
 
     for call in calls:
         url = path.format(**call["path_values"])
-        response = sender.generic(method.upper(), url, json.dumps(call["body"]), content_type=JSON)
+        if call["query"]:
+            url += "?" + urlencode(call["query"])
+        body = {} if call["body"] is None else {"data": json.dumps(call["body"])}
+        response = sender.generic(method.upper(), url, content_type=JSON, **body)
 
         assert response.status_code == call["status"], (call["name"], response.content)
         assert not differences(call["answer"], response.json()), (
