@@ -35,8 +35,8 @@ class JSONOnlyNegotiation(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-# Each operation's documented calls (request body, path values and answer under one name),
-# declared beside its request shape, by operation id.
+# Each operation's documented calls (request body, parameter values and the answer, under one
+# name: schema_extensions.documented_call), declared beside its shapes, by operation id.
 DOCUMENTED_CALLS: dict[str, list[OpenApiExample]] = {
     **product_schemas.EXAMPLES,
     **order_schemas.EXAMPLES,
