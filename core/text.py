@@ -7,7 +7,14 @@ import operator
 import unicodedata
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Strict, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Strict,
+    StringConstraints,
+    ValidationError,
+)
 from pydantic import model_validator as _model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -19,11 +26,19 @@ INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf"})
 
 
 def text_field(
-    max_length: int, *, strip: bool = False, min_length: int | None = None, strict: bool = False
+    max_length: int,
+    *,
+    strip: bool = False,
+    min_length: int | None = None,
+    strict: bool = False,
+    visible: bool = False,
+    line_breaks: bool = False,
 ) -> Any:
     """A string of at most `max_length` characters with no NUL; every app's text uses this.
 
-    `strict` refuses numbers (by default a JSON number is taken as its text).
+    `strict` refuses numbers (by default a JSON number is taken as its text). `visible` refuses
+    control and format characters (`refuse_invisible`; after stripping, as for the keys), but
+    for the line breaks `\n` and `\r\n` when `line_breaks` is set (an address).
     """
     return Annotated[
         str,
@@ -33,6 +48,11 @@ def text_field(
             min_length=min_length,
             max_length=max_length,
             pattern=NO_NUL_PATTERN,
+        ),
+        *(
+            (AfterValidator(functools.partial(refuse_invisible, line_breaks=line_breaks)),)
+            if visible
+            else ()
         ),
     ]
 
@@ -45,6 +65,26 @@ def has_invisible_characters(value: str) -> bool:
     return any(unicodedata.category(char) in INVISIBLE_CATEGORIES for char in value)
 
 
+def refuse_invisible(value: str, *, line_breaks: bool = False, what: str = "Input") -> str:
+    """`value` as it is, or `invalid_characters` when it holds a control or format character
+    (Unicode categories Cc and Cf: what a reader cannot see, or what breaks a line or turns it
+    round). With `line_breaks`, `\n` and `\r\n` are allowed (a lone `\r` is not: it makes a
+    terminal write over the line)."""
+    checked = value.replace("\r\n", "").replace("\n", "") if line_breaks else value
+    if has_invisible_characters(checked):
+        raise PydanticCustomError(
+            "invalid_characters",
+            f"{what} must not contain control or format characters"
+            + (
+                " other than line breaks (tab, NUL, zero-width space, BOM, right-to-left "
+                "override, ...)"
+                if line_breaks
+                else " (newline, tab, NUL, zero-width space, BOM, right-to-left override, ...)"
+            ),
+        )
+    return value
+
+
 def visible_text(value: str) -> str:
     """`value` without white space, control and format characters: what a reader sees."""
     return "".join(
@@ -54,7 +94,7 @@ def visible_text(value: str) -> str:
     )
 
 
-def key_text(value: str) -> str:
+def key_text(value: str, *, what: str = "A key") -> str:
     """A key as it is compared and stored: surrounding white space stripped, then NFC.
 
     A key holding a control or format character is refused: it would look like another key
@@ -63,12 +103,7 @@ def key_text(value: str) -> str:
     value = value.strip()
     if not value.isascii():
         value = unicodedata.normalize("NFC", value)
-    if has_invisible_characters(value):
-        raise PydanticCustomError(
-            "invalid_characters",
-            "A key must not contain control or format characters (NUL, tab, zero-width space, BOM)",
-        )
-    return value
+    return refuse_invisible(value, what=what)
 
 
 _is_float = functools.partial(operator.is_, float)

@@ -4,7 +4,7 @@ The import command and the demo data validate through these models; the acknowle
 reference rule is here too, so the API and the services agree on it.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Annotated, Any
 
@@ -14,7 +14,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     StringConstraints,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -22,13 +24,21 @@ from pydantic_core import PydanticCustomError
 
 from catalog.schemas import Ean, StockCode
 from core.problems import Problem
-from core.text import TextFromNumbers, text_field
+from core.text import TextFromNumbers, key_text, refuse_invisible, text_field
 from core.times import document_time_field
 from orders import models as m
 
 
-def _text(max_length: int, *, required: bool = False) -> Any:
-    return text_field(max_length, strip=True, min_length=1 if required else None)
+def _text(
+    max_length: int, *, required: bool = False, visible: bool = False, line_breaks: bool = False
+) -> Any:
+    return text_field(
+        max_length,
+        strip=True,
+        min_length=1 if required else None,
+        visible=visible,
+        line_breaks=line_breaks,
+    )
 
 
 def _refuse_bool(value: Any) -> Any:
@@ -161,6 +171,11 @@ class OrderRecord(TextFromNumbers):
 # ------------------------------------------------------------------------------
 SHOP_ORDER_MAX_LINES = 200
 SHOP_LINE_MAX_QUANTITY = 1_000_000
+# The partner feed's `since` reads `created_at`: an order stored with an older one would sort
+# before a partner's last poll and never be seen.
+SHOP_ORDER_MAX_AGE = timedelta(hours=24)
+# Amounts below this many units (MONEY_MAX_DIGITS less the decimal places).
+MONEY_LIMIT = 10 ** (m.MONEY_MAX_DIGITS - m.MONEY_DECIMAL_PLACES)
 
 
 def _strict_integer(value: Any) -> Any:
@@ -170,10 +185,68 @@ def _strict_integer(value: Any) -> Any:
     return value
 
 
-NonNegativeMoney = Annotated[Money, Field(ge=0)]
-ShopQuantity = Annotated[
-    int, BeforeValidator(_strict_integer), Field(ge=1, le=SHOP_LINE_MAX_QUANTITY)
+def _json_number(value: Any) -> Any:
+    # A storefront sends amounts as JSON numbers. Text is refused, unlike the sync's lenient
+    # reading: Arabic-Indic digits, "1_0", " 10 " or "1E1" would be a guess at what the shop
+    # meant.
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise PydanticCustomError(
+            "decimal_type", "Input should be a JSON number such as 10 or 10.5, not text"
+        )
+    return value
+
+
+NonNegativeMoney = Annotated[
+    Money,
+    BeforeValidator(_json_number),
+    Field(ge=0),
+    WithJsonSchema(
+        {
+            "type": "number",
+            "minimum": 0,
+            "exclusiveMaximum": MONEY_LIMIT,
+            "description": "A JSON number (text is refused), at most 4 decimal places.",
+        }
+    ),
 ]
+ShopQuantity = Annotated[
+    int,
+    BeforeValidator(_strict_integer),
+    Field(ge=1, le=SHOP_LINE_MAX_QUANTITY),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": SHOP_LINE_MAX_QUANTITY}),
+]
+# An EAN as the rules take it: text, or an integer (read as its digits); never a fraction.
+EAN_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "maxLength": m.EAN_MAX_LENGTH},
+        {"type": "integer", "minimum": -(10 ** (m.EAN_MAX_LENGTH - 1) - 1)},
+        {"type": "null"},
+    ]
+}
+OptionalEan = Annotated[Ean | None, WithJsonSchema(EAN_SCHEMA)]
+# A name, an e-mail address, a number: text a reader sees as it is, with no control or format
+# character (a newline, a zero-width space, the right-to-left override).
+VisibleText = Annotated[
+    _text(m.TEXT_MAX_LENGTH, visible=True) | None,  # type: ignore[valid-type]
+    BeforeValidator(_empty_as_none),
+]
+
+
+class ShopCustomer(OrderCustomerRecord):
+    """The customer of a shop order: as the import's, with no control or format character in
+    any field (the address may hold line breaks)."""
+
+    name: _text(m.NAME_MAX_LENGTH, required=True, visible=True)  # type: ignore[valid-type]
+    email: _text(m.EMAIL_MAX_LENGTH, required=True, visible=True)  # type: ignore[valid-type]
+    phone: VisibleText = None
+    ico: VisibleText = Field(default=None, description="Company registration number.")
+    dic: VisibleText = Field(default=None, description="Tax number.")
+    address: Annotated[
+        _text(m.ADDRESS_MAX_LENGTH, visible=True, line_breaks=True) | None,  # type: ignore[valid-type]
+        BeforeValidator(_empty_as_none),
+    ] = Field(default=None, description="May hold line breaks (\\n or \\r\\n).")
+    city: VisibleText = None
+    zip_code: VisibleText = None
 
 
 class ShopOrderLine(TextFromNumbers):
@@ -182,11 +255,33 @@ class ShopOrderLine(TextFromNumbers):
     model_config = ConfigDict(extra="ignore")
 
     stock_code: StockCode = Field(description="Stock number of the product; required.")
-    ean: Ean | None = Field(default=None, description='EAN; absent, null or "" for none.')
-    name: _text(m.NAME_MAX_LENGTH, required=True)  # type: ignore[valid-type]
+    ean: OptionalEan = Field(
+        default=None, description='EAN, text or an integer; absent, null or "" for none.'
+    )
+    name: _text(m.NAME_MAX_LENGTH, required=True, visible=True)  # type: ignore[valid-type]
     quantity: ShopQuantity
     unit_price: NonNegativeMoney
     total: NonNegativeMoney
+
+
+def _order_number(value: Any) -> Any:
+    # The sync's key rule: stripped, put in NFC form (CAFÉ typed either way is one number),
+    # refused with a control or format character; a number is refused by the strict type.
+    return key_text(value, what="An order_number") if isinstance(value, str) else value
+
+
+def _currency_visible(value: Any) -> Any:
+    return refuse_invisible(value, what="A currency") if isinstance(value, str) else value
+
+
+def _not_too_old(value: datetime | None) -> datetime | None:
+    if value is not None and value < timezone.now() - SHOP_ORDER_MAX_AGE:
+        raise PydanticCustomError(
+            "too_old",
+            "created_at is more than 24 hours in the past: the partner system polls by it and "
+            "would never see the order; leave created_at out for an order queued that long",
+        )
+    return value
 
 
 class ShopOrder(TextFromNumbers):
@@ -195,22 +290,28 @@ class ShopOrder(TextFromNumbers):
 
     model_config = ConfigDict(extra="ignore")
 
-    order_number: _text(m.ORDER_NUMBER_MAX_LENGTH, required=True) = Field(  # type: ignore[valid-type]
-        description="The shop's own order number, 1 to 64 characters; unique."
+    order_number: Annotated[
+        text_field(m.ORDER_NUMBER_MAX_LENGTH, strip=True, min_length=1, strict=True),
+        BeforeValidator(_order_number),
+    ] = Field(
+        description=(
+            "The shop's own order number, a string of 1 to 64 characters (stripped, put in "
+            "Unicode NFC form; no control or format character); unique."
+        )
     )
-    customer: OrderCustomerRecord
+    customer: ShopCustomer
     items: Annotated[list[ShopOrderLine], Field(min_length=1, max_length=SHOP_ORDER_MAX_LINES)]
     subtotal: NonNegativeMoney
     vat_total: NonNegativeMoney
     total: NonNegativeMoney
-    currency: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")] = Field(
-        default=m.DEFAULT_CURRENCY, description="Three capital letters; default EUR."
-    )
-    created_at: document_time_field("created_at") = Field(  # type: ignore[valid-type]
+    currency: Annotated[
+        str, Strict(), BeforeValidator(_currency_visible), StringConstraints(pattern=r"^[A-Z]{3}$")
+    ] = Field(default=m.DEFAULT_CURRENCY, description="Three capital letters; default EUR.")
+    created_at: Annotated[document_time_field("created_at"), AfterValidator(_not_too_old)] = Field(
         default=None,
         description=(
             "ISO 8601 date-time (naive: the service's time zone); default now. More than 10 "
-            "minutes in the future is 422."
+            "minutes in the future, or more than 24 hours in the past (`too_old`), is 422."
         ),
     )
 
