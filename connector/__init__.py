@@ -5,6 +5,10 @@ It follows the interface's connector rules (when to call, how to chunk, which re
 sync_context to send, how responses decide a document's sync status) and needs nothing but the
 standard library and, on a terminal, tqdm for the progress bar. It never imports Django: it is
 the partner system's side of the interface.
+
+`make install` installs it as the command `stock-sync-connector`, which runs from any folder;
+in the checkout `python -m connector` is the same command. `--help` lists each command's
+columns, exit statuses and environment variables.
 """
 
 from connector.document import Document, DocumentInvalid, DocumentNotPosted, load_document
