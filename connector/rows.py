@@ -344,7 +344,10 @@ class LineResults:
                 elif reply.status in KEY_REFUSED_STATUSES:
                     outcome.status = statuses.NOT_SENT
                     outcome.message = f"the API key was refused ({detail_text(data)})"
-                    result.reason = f"Nothing more was sent: {key_refused_text(reply.status, detail_text(data))}"
+                    result.reason = (
+                        f"{key_refused_text(reply.status, detail_text(data))} No further line "
+                        "was sent."
+                    )
                 else:
                     outcome.status = statuses.REFUSED
                     outcome.message = f"refused with HTTP {reply.status}: {detail_text(data)}"
