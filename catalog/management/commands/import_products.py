@@ -11,8 +11,9 @@ from core.management.imports import FileImportCommand
 
 class Command(FileImportCommand):
     help = (
-        "Load products from a .json file (a list of objects) or a .csv file (a header row), "
-        "with the API's item field names. Creates or updates by key, all or nothing."
+        "Load products from a .json file (a list of objects) or a .csv file (a header row; "
+        "separated by commas or semicolons), with the API's item field names. Creates or "
+        "updates by key, all or nothing."
     )
 
     file_help = "Path of the .json or .csv file."
