@@ -225,15 +225,32 @@ class AcknowledgeRequest(TextFromNumbers):
 # What became of an order (POST /api/v1/partner/orders/{order_id}/status)
 # ------------------------------------------------------------------------------
 TRACKING_URL_SCHEMES = ("http", "https")
+# What RFC 3986 lets a URI hold: unreserved characters, the reserved delimiters, and "%"
+# followed by two hex digits. No space, quote, "<", ">", backslash, control or non-ASCII
+# character: those must be percent-encoded, so that the URL can be handed to a storefront as it
+# is and put in a page without breaking out of its attribute.
+_URI_CHARACTER = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
+_RFC_3986 = re.compile(f"{_URI_CHARACTER}*")
+# The schema's pattern: blank (none), or http(s):// and a host, of those characters only.
+_HOST_START = r"(?:[A-Za-z0-9\-._~:\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
+TRACKING_URL_PATTERN = rf"^ *(?:[Hh][Tt][Tt][Pp][Ss]?://{_HOST_START}{_URI_CHARACTER}*)? *$"
 
 
-def _tracking_url(value: str | None) -> str | None:
-    """An absolute http or https URL with a host; anything a browser would run or not find
-    (javascript:, data:, ftp:, a relative path) is refused."""
-    if value is None:
+def _tracking_url(value: Any) -> Any:
+    """An absolute http or https URL with a host, made only of the characters RFC 3986 allows;
+    anything a browser would run or not find (javascript:, data:, ftp:, a relative path) is
+    refused. Surrounding spaces are stripped; blank is none."""
+    if not isinstance(value, str):
+        return value
+    value = value.strip(" ")
+    if not value:
         return None
-    if any(char.isspace() or not char.isprintable() for char in value):
-        raise PydanticCustomError("url_parsing", "Input should be a URL without spaces")
+    if not _RFC_3986.fullmatch(value):
+        raise PydanticCustomError(
+            "url_parsing",
+            "Input should be a URL made only of the characters RFC 3986 allows: "
+            "percent-encode spaces, quotes, <, >, control and non-ASCII characters",
+        )
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - reading it checks the port is a number
@@ -253,8 +270,9 @@ def _empty_text_is_null(value: Any) -> Any:
 
 
 def _tracking_text(max_length: int) -> Any:
+    # Shown to the customer as it is: no control or format character.
     return Annotated[
-        text_field(max_length, strip=True) | None,  # type: ignore[valid-type]
+        text_field(max_length, strip=True, visible=True) | None,  # type: ignore[valid-type]
         BeforeValidator(_empty_text_is_null),
     ]
 
@@ -294,21 +312,23 @@ class StatusRequest(TextFromNumbers):
         default=None, description="Tracking number, at most 128 characters."
     )
     tracking_url: Annotated[
-        _tracking_text(m.TRACKING_URL_MAX_LENGTH),
+        text_field(m.TRACKING_URL_MAX_LENGTH) | None,  # type: ignore[valid-type]
         AfterValidator(_tracking_url),
         WithJsonSchema(
             {
                 "type": ["string", "null"],
                 "maxLength": m.TRACKING_URL_MAX_LENGTH,
                 # Blank is null; otherwise an absolute http or https URL with a host.
-                "pattern": r"^\s*([Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]|$)",
+                "pattern": TRACKING_URL_PATTERN,
             }
         ),
     ] = Field(
         default=None,
         description=(
-            "Tracking page: an absolute http or https URL with a host, at most 500 characters "
-            "(javascript:, ftp: or a relative URL is 422). Blank or null: none."
+            "Tracking page: an absolute http or https URL with a host, at most 500 characters, "
+            "made only of the characters RFC 3986 allows (a space, quote, <, >, control or "
+            "non-ASCII character must be percent-encoded; javascript:, ftp: or a relative URL "
+            "is 422). Blank or null: none."
         ),
     )
     note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
