@@ -1,6 +1,8 @@
-"""The OpenAPI document's examples are real calls: every operation that takes a body documents
-at least one call (its request body, its path values and its answer, under one name), and each
-documented call, sent to the service as written, gets the documented status and answer.
+"""The OpenAPI document's examples are real calls: every operation that takes a body (and the two
+reads, the orders poll and the shop's order) documents at least one call (its request body, its
+path and query values and its answer, under one name: `schema_extensions.documented_call`), and
+each documented call, sent to the service as written, gets the documented status and answer.
+Swagger UI's "Try it out" starts from it.
 
 The service holds the `demo` command's data with the ids of a fresh `make run`, so that the
 documented path values (`order_id`) and the plant's `id` name the demo's records.
@@ -115,6 +117,8 @@ def documented_calls(operation: dict) -> list[dict]:
 
 
 def test_every_operation_with_a_body_documents_a_call(document):
+    """A request body made up from the schema is what a user of Swagger UI would otherwise
+    send: random text where a stock code goes, -2147483648 units."""
     with_a_body = {
         operation_id
         for operation_id, (_, _, operation) in operations(document).items()
