@@ -110,6 +110,22 @@ def _admin_link(obj, label=None) -> str:
     return format_html('<a href="{}">{}</a>', url, label if label is not None else obj)
 
 
+def _product_link(product: Product | None) -> str:
+    """A link to the product, its stock code and EAN each kept on one line (the line breaks
+    between them if it must)."""
+    if product is None:
+        return "-"
+    url = reverse("admin:catalog_product_change", args=(product.pk,))
+    if not product.ean:
+        return format_html('<a href="{}"><span class="identifier">{}</span></a>', url, product)
+    return format_html(
+        '<a href="{}"><span class="identifier">{}</span> / <span class="identifier">{}</span></a>',
+        url,
+        product.stock_code,
+        product.ean,
+    )
+
+
 def _changelist_url(model, **filters) -> str:
     opts = model._meta
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
@@ -230,7 +246,7 @@ class ReservationOfOrderInline(ReadOnlyInline):
 
     @admin.display(description="Product")
     def product_link(self, obj: Reservation) -> str:
-        return _admin_link(obj.product)
+        return _product_link(obj.product)
 
 
 @admin.register(Product)
@@ -433,13 +449,14 @@ def _audit_label(audit: SyncAudit | None) -> str:
 
 @admin.register(PendingProduct)
 class PendingProductAdmin(ReadOnlyAdmin):
+    # Within a 1400-pixel window with the stock code on one line: when a key was first seen
+    # is on its page.
     list_display = (
         "stock_code",
         "ean",
         "reason",
         "state",
         "times_seen",
-        "first_seen",
         "last_seen",
         "last_request_id",
         "resolved_product_link",
@@ -476,7 +493,7 @@ class PendingProductAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Resolved product")
     def resolved_product_link(self, obj: PendingProduct) -> str:
-        return _admin_link(obj.resolved_product)
+        return _product_link(obj.resolved_product)
 
     @admin.action(
         description="Create products from the selected pending keys",
@@ -605,7 +622,7 @@ class ReservationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Product", ordering="product__stock_code")
     def product_link(self, obj: Reservation) -> str:
-        return _admin_link(obj.product)
+        return _product_link(obj.product)
 
     @admin.display(description="Consumed by sync")
     def sync_audit_link(self, obj: Reservation) -> str:
@@ -648,7 +665,7 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Product", ordering="product__stock_code")
     def product_link(self, obj: ProductHistory) -> str:
-        return _admin_link(obj.product)
+        return _product_link(obj.product)
 
     @admin.display(description="Sync audit")
     def audit_link(self, obj: ProductHistory) -> str:

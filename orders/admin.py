@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
 
 from catalog.admin import ReadOnlyInline, ReadOnlyInlinesMixin, ReservationOfOrderInline
 from core.display import admin_decimal, money
@@ -15,6 +16,7 @@ from orders.services import (
 from orders.states import (
     STATUS_TRANSITIONS,
     Actor,
+    OrderSource,
     OrderStatus,
     effective_status,
     status_change_allowed,
@@ -132,15 +134,10 @@ class OrderStatusChangeInline(ReadOnlyInline):
 
     @admin.display(description="change")
     def change(self, change: OrderStatusChange) -> str:
-        old, new = change.old_value, change.new_value
-        if old is None and change.field == "status":
-            verb = "placed" if change.by == Actor.SHOP else "created"
-            return f"{verb} as {new}"
-        if old is None:
-            return f"set to {new}"
-        if new is None:
-            return f"{old}, then cleared"
-        return f"{old} → {new}"
+        return change.describe()
+
+
+ORIGIN_SHORT = {OrderSource.SHOP: "shop", OrderSource.IMPORT: "import"}
 
 
 class OriginFilter(admin.ChoicesFieldListFilter):
@@ -161,10 +158,8 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "customer_name",
         "total_display",
         "origin",
-        "status",
-        "partner_sync_status",
-        "partner_reference",
-        "tracking_number",
+        "status_display",
+        "partner_display",
     )
     list_filter = (("source", OriginFilter), "partner_sync_status", "status", "created_at")
     search_fields = (
@@ -240,7 +235,28 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
 
     @admin.display(description="origin", ordering="source")
     def origin(self, obj: Order) -> str:
-        return obj.get_source_display()
+        # Short in the list; the filter and the order's page give the whole label.
+        return ORIGIN_SHORT.get(obj.source, obj.source)
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, obj: Order) -> str:
+        # What became of the order, with the parcel's tracking number once it has one.
+        if not obj.tracking_number:
+            return obj.status
+        return format_html(
+            '{}<br><span class="reference">{}</span>', obj.status, obj.tracking_number
+        )
+
+    @admin.display(description="partner system", ordering="partner_sync_status")
+    def partner_display(self, obj: Order) -> str:
+        # One column for the partner sync status and the reference it came with.
+        if obj.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
+            return format_html(
+                'acknowledged<br><span class="reference">{}</span>', obj.partner_reference or "-"
+            )
+        if obj.partner_sync_status == PartnerStatus.PENDING_PARTNER:
+            return "pending"
+        return "-"
 
     @admin.display(description="the partner system may report next")
     def next_statuses(self, obj: Order) -> str:

@@ -159,4 +159,15 @@ class OrderStatusChange(models.Model):
         verbose_name = "order status change"
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.old_value} → {self.new_value} ({self.by})"
+        return f"{self.field}: {self.describe()} ({self.by})"
+
+    def describe(self) -> str:
+        """The change in words: "placed as new", "new → shipped", "set to pending_partner"."""
+        old, new = self.old_value, self.new_value
+        if old is None and self.field == "status":
+            return f"{'placed' if self.by == Actor.SHOP else 'created'} as {new}"
+        if old is None:
+            return f"set to {new}"
+        if new is None:
+            return f"{old}, then cleared"
+        return f"{old} → {new}"

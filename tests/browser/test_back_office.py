@@ -23,6 +23,7 @@ from catalog import demo as catalog_demo
 from catalog.models import SyncAudit
 from catalog.sync.pause import sync_pause_set
 from orders import demo as orders_demo
+from orders.models import Order
 from partner_api.keys import api_key_create
 from plants import demo as plants_demo
 from tests.factories import SyncAuditFactory
@@ -162,9 +163,9 @@ def test_staff_resolves_an_unknown_key_and_pauses_sync(live_server, erp, page):
     page.click("#result_list a:text('WG-205-55-16')")
     history = page.locator("table.product-history tbody tr")
     expect(history).to_have_count(2)
-    expect(page.locator("table.product-history")).to_contain_text("Shop quantity")
+    expect(page.locator("table.product-history")).to_contain_text("On hand (partner system)")
     expect(page.locator("table.product-history")).to_contain_text("SALE-2026-0042")
-    expect(page.locator("div.field-shop_quantity .readonly")).to_have_text("5")
+    expect(page.locator("div.field-on_hand .readonly")).to_have_text("5")
     _screenshot(page, "product.png")
 
     # Another sync that changes the quantity adds a row.
@@ -184,7 +185,7 @@ def test_staff_resolves_an_unknown_key_and_pauses_sync(live_server, erp, page):
     assert body["success"] is False
     page.goto(f"{live_server.url}/admin/catalog/product/?q=WG-205-55-16")
     page.click("#result_list a:text('WG-205-55-16')")
-    expect(page.locator("div.field-shop_quantity .readonly")).to_have_text("4")
+    expect(page.locator("div.field-on_hand .readonly")).to_have_text("4")
 
     # Resuming lets the next sync through again.
     page.goto(f"{live_server.url}/admin/")
@@ -274,11 +275,34 @@ _MEASURE = """() => {
       container: table.parentElement.clientWidth,
     }))
     .filter((table) => table.width > table.container + 1);
+  // Order numbers and stock codes (and the links that show them) read on one line.
+  const lines = (cell) => {
+    const tops = new Set();
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.textContent.trim()) continue;
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      for (const rect of range.getClientRects()) {
+        if (rect.width > 0) tops.add(Math.round(rect.top));
+      }
+    }
+    return tops.size;
+  };
+  const identifiers = [...document.querySelectorAll(
+    "table .field-order_number, table .field-stock_code, " +
+    "table .field-order_link, table .identifier"
+  )].filter((cell) => cell.offsetParent !== null && cell.textContent.trim());
+  const wrapped = identifiers
+    .filter((cell) => lines(cell) > 1)
+    .map((cell) => `${cell.className}: ${cell.textContent.trim()} (${lines(cell)} lines)`);
   return {
     sidebarOpen: !!sidebar && sidebar.getBoundingClientRect().width > 100,
     scrollWidth: doc.scrollWidth,
     clientWidth: doc.clientWidth,
     tables: tables,
+    identifiers: identifiers.length,
+    wrapped: wrapped,
   };
 }"""
 
@@ -314,7 +338,11 @@ def test_no_admin_page_scrolls_sideways_in_a_1400_pixel_window(live_server, erp,
     page.click("input[type=submit]")
     playwright_api.expect(page.locator("#sync-dashboard")).to_be_visible()
 
-    urls = []
+    # An order page with lines, as the shop placed it, and its reservations.
+    placed = Order.objects.filter(source=Order.Source.SHOP).order_by("pk").first()
+    assert placed is not None and placed.items.exists(), "the demo places shop orders"
+    urls = [reverse("admin:orders_order_change", args=(placed.pk,))]
+    identifiers = 0
     for model in admin.site._registry:
         opts = model._meta
         urls.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
@@ -331,8 +359,15 @@ def test_no_admin_page_scrolls_sideways_in_a_1400_pixel_window(live_server, erp,
             # Every page as a person sees it, for review: test-output/screenshots/wide-*.png
             name = re.sub(r"[^\w-]+", "-", url.strip("/"))[:60]
             _screenshot(page, f"wide-{name}.png")
-            if measured["scrollWidth"] > measured["clientWidth"] or measured["tables"]:
+            identifiers += measured["identifiers"]
+            if (
+                measured["scrollWidth"] > measured["clientWidth"]
+                or measured["tables"]
+                or measured["wrapped"]
+            ):
                 overflowing.append((url, measured))
     finally:
         context.close()
     assert not overflowing, "\n".join(f"{url}: {measured}" for url, measured in overflowing)
+    # The lists of orders, products, reservations and history, and the pages with lines.
+    assert identifiers > 20

@@ -30,6 +30,25 @@ class TestChangelist:
             ),
         }
 
+    def test_one_column_says_what_the_partner_system_has(self, admin_client, orders):
+        html = admin_client.get(CHANGELIST).content.decode()
+
+        cells = re.findall(r'<td class="field-partner_display">(.*?)</td>', html, re.S)
+        assert sorted(cells) == [
+            "-",
+            'acknowledged<br><span class="reference">FA-77</span>',
+            "pending",
+        ]
+
+    def test_the_status_column_carries_the_tracking_number(self, admin_client):
+        OrderFactory(acknowledged=True, status="shipped", tracking_number="PPL-555")
+        OrderFactory(acknowledged=True, status="new")
+
+        html = admin_client.get(CHANGELIST).content.decode()
+
+        cells = re.findall(r'<td class="field-status_display">(.*?)</td>', html, re.S)
+        assert sorted(cells) == ["new", 'shipped<br><span class="reference">PPL-555</span>']
+
     def test_lists_every_order(self, admin_client, orders):
         response = admin_client.get(CHANGELIST)
         assert response.status_code == 200
@@ -60,14 +79,13 @@ class TestChangelist:
 
         response = admin_client.get(CHANGELIST)
         html = response.content.decode()
-        assert (
-            re.findall(r'<td class="field-origin[^"]*">([^<]*)</td>', html).count(
-                "Placed by the shop"
-            )
-            == 1
-        )
+        cells = re.findall(r'<td class="field-origin[^"]*">([^<]*)</td>', html)
+        assert sorted(cells) == ["import", "import", "import", "shop"]
         assert ">Origin</a>" in html
+        # The filter names both in full.
         assert "By origin" in html
+        assert "Placed by the shop</a>" in html
+        assert "Imported</a>" in html
         shop = admin_client.get(CHANGELIST, {"source__exact": "shop"})
         assert listed(shop) == {placed["order_number"]}
         imported = admin_client.get(CHANGELIST, {"source__exact": "import"})
@@ -206,7 +224,11 @@ class TestReservationsOfAnOrder:
         html = response.content.decode()
         for reservation in order.reservations.select_related("product"):
             link = reverse("admin:catalog_product_change", args=(reservation.product_id,))
-            assert f'<a href="{link}">{reservation.product}</a>' in html
+            product = reservation.product
+            assert (
+                f'<a href="{link}"><span class="identifier">{product.stock_code}</span> / '
+                f'<span class="identifier">{product.ean}</span></a>'
+            ) in html
         assert _states(html) == ["Open", "Open"]
 
     def test_a_cancelled_order_shows_its_reservations_released(
@@ -275,6 +297,10 @@ class TestStatusHistory:
 
         assert _changes(placed.content.decode()) == ["placed as new"]
         assert _changes(handed.content.decode()) == ["set to pending_partner"]
+        # Nor does the line above each row (the change in short).
+        for page in (placed, handed):
+            assert "None" not in page.content.decode()
+        assert "status: placed as new (shop)" in placed.content.decode()
 
     @staticmethod
     def _edit_status(admin_client, order, status):
