@@ -13,8 +13,10 @@ from contextvars import ContextVar
 # The X-Request-ID of the request being served ("-" outside a request).
 request_id_context: ContextVar[str] = ContextVar("request_id", default="-")
 
-# C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the bidirectional
+# embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069), which would show the
+# rest of a line reversed.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -27,12 +29,14 @@ def _escape_one(match: re.Match) -> str:
 
 
 def escape_control(text: str) -> str:
-    """`text` with every control character written as an escape (a newline as `\\n`)."""
+    """`text` with every control character written as an escape (a newline as `\\n`, the
+    right-to-left override as `\\u202e`)."""
     return _CONTROL.sub(_escape_one, text)
 
 
 class RequestContextFilter(logging.Filter):
-    """Adds `x_request_id` to each record and escapes control characters in its message."""
+    """Adds `x_request_id` to each record and escapes control characters (bidirectional
+    controls included) in its message."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "x_request_id"):

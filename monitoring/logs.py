@@ -3,7 +3,9 @@
 Every line has `time` (ISO 8601, UTC), `level`, `logger` and `message`; a request's line adds
 `method`, `path`, `status`, `duration` (milliseconds), `key_name`, `request_id` and
 `x_request_id` (partner_api.middleware.RequestLogMiddleware passes them). JSON escapes control
-characters, so nothing a client sends can break a line or forge another one.
+characters, and every character outside ASCII is written as a `\\u` escape, so nothing a client
+sends can break a line, forge another one or show it reversed (the bidirectional controls);
+the message is escaped by the handler's filter as in the text format.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ class JsonLineFormatter(JsonFormatter):
         kwargs.setdefault("fmt", "%(levelname)s %(name)s %(message)s")
         kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger"})
         kwargs.setdefault("timestamp", "time")
+        # Explicit, though it is the library's default: a raw U+202E in a field would show the
+        # rest of the line reversed.
+        kwargs.setdefault("json_ensure_ascii", True)
         super().__init__(*args, **kwargs)
 
     def add_fields(
