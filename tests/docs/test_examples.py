@@ -1,4 +1,5 @@
-"""The example files the README points to: equal to what it shows, and they load as shipped."""
+"""The example files the README and its guides point to: equal to what they show, and they load
+as shipped."""
 
 import json
 import re
@@ -13,17 +14,18 @@ from catalog.models import Product
 from orders.models import Order
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _readme() -> str:
-    return README.read_text(encoding="utf-8")
+    """The README and the guides in docs/, as one text."""
+    return "\n".join(path.read_text(encoding="utf-8") for path in DOCUMENTS)
 
 
 def test_the_readme_shows_the_connector_example_as_the_file_holds_it():
     path = "connector/examples/PR-2026-0042.json"
     shown = re.search(rf"\(`{re.escape(path)}`\).*?```json\n(.*?)```", _readme(), flags=re.S)
-    assert shown, f"the README shows no JSON block for {path}"
+    assert shown, f"no document shows a JSON block for {path}"
     assert shown[1] == (ROOT / path).read_text(encoding="utf-8")
     json.loads(shown[1])
 

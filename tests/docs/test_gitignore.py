@@ -1,4 +1,5 @@
-"""What the README's examples write in the project folder is ignored by git."""
+"""What the examples of the README and its guides write in the project folder is ignored by
+git."""
 
 import shutil
 import subprocess
@@ -13,6 +14,9 @@ WRITTEN_BY_EXAMPLES = [
     "booked.csv",
     "pull.json",
     "ack.json",
+    "dispatched.csv",
+    "status.json",
+    "order.json",
     "orders.jsonl",
     "plants.json",
     "run/nginx/nginx.conf",
