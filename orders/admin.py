@@ -46,29 +46,24 @@ class OrderForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if "status" not in self.fields:
+        if "status" not in self.fields or self.instance.pk is None:
+            # Orders are not added in the admin (OrderAdmin.has_add_permission).
             return
-        if self.instance.pk is None:
-            # A new order starts at one of the statuses, as an import's may.
-            choices = list(OrderStatus.choices)
-            help_text = ""
-            refusal = "%(value)s is not a status."
-        else:
-            current = self.instance.status
-            targets = sorted(STATUS_TRANSITIONS[effective_status(current)])
-            choices = [
-                (current, f"{_status_label(current)} (leave as is)"),
-                *((target, OrderStatus(target).label) for target in targets),
-            ]
-            help_text = (
-                f"From {current} the order may move to {_moves_text(current)}. "
-                "A move is kept in the status history; a cancellation gives the order's open "
-                "reservations back to sale."
-            )
-            refusal = (
-                f"“%(value)s” is not a move this order may make: it is {current}, and from "
-                f"{current} it may move to {_moves_text(current)}. Nothing was changed."
-            )
+        current = self.instance.status
+        targets = sorted(STATUS_TRANSITIONS[effective_status(current)])
+        choices = [
+            (current, f"{_status_label(current)} (leave as is)"),
+            *((target, OrderStatus(target).label) for target in targets),
+        ]
+        help_text = (
+            f"From {current} the order may move to {_moves_text(current)}. "
+            "A move is kept in the status history; a cancellation gives the order's open "
+            "reservations back to sale."
+        )
+        refusal = (
+            f"“%(value)s” is not a move this order may make: it is {current}, and from "
+            f"{current} it may move to {_moves_text(current)}. Nothing was changed."
+        )
         self.fields["status"] = forms.ChoiceField(
             choices=choices,
             label=self.fields["status"].label,
@@ -260,8 +255,12 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
 
     @admin.display(description="the partner system may report next")
     def next_statuses(self, obj: Order) -> str:
-        targets = STATUS_TRANSITIONS[effective_status(obj.status)]
-        return ", ".join(sorted(targets)) or "nothing (final)"
+        return _moves_text(obj.status)
+
+    def has_add_permission(self, request) -> bool:
+        # Orders come from the shop's placement or from import_orders, with their lines and
+        # amounts; the admin has neither to give.
+        return False
 
     def get_readonly_fields(self, request, obj=None):
         # Where the order came from is decided when it is stored.

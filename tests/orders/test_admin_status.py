@@ -179,7 +179,7 @@ def test_a_misspelt_status_on_a_cancelled_shop_order_is_refused(
     assert snapshot(order) == before
     assert shop_client.get(order_url(order_id)).json()["status"] == "cancelled"
     page = admin_client.get(change_url(order)).content.decode()
-    assert "nothing (final)" in page
+    assert "nothing (it is final)" in page
     product.refresh_from_db()
     assert (product.reserved, product.salable) == (0, 5)
 
@@ -232,3 +232,16 @@ def test_a_staff_move_is_what_the_api_answers(admin_client, shop_client, api_cli
 
     assert response.status_code == 302
     assert shop_client.get(order_url(order_id)).json()["status"] == "shipped"
+
+
+def test_orders_are_not_added_by_hand(admin_client):
+    """An order comes with its lines and amounts, from the shop or an import: the admin has
+    no form for them (the add page once failed on the missing amounts)."""
+    assert admin_client.get(reverse("admin:orders_order_add")).status_code == 403
+    response = admin_client.post(
+        reverse("admin:orders_order_add"), {"order_number": "HAND-1", "status": "new"}
+    )
+    assert response.status_code == 403
+    assert not Order.objects.exists()
+    changelist = admin_client.get(reverse("admin:orders_order_changelist")).content.decode()
+    assert reverse("admin:orders_order_add") not in changelist
