@@ -1,11 +1,14 @@
 """The local conveniences of `make run`: the `.env` manage.py reads, the landing page, one log
 line per request. None of them may weaken production."""
 
+import json
 import logging
 import os
+import shlex
 import socket
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from pathlib import Path
 
@@ -137,3 +140,15 @@ def test_make_run_checks_the_port_before_the_server_starts():
     assert commands.index("demo --port 8765") < commands.index(
         "runserver --noreload 127.0.0.1:8765"
     )
+
+
+@pytest.mark.django_db
+def test_the_demo_s_curl_line_sends_the_figure_s_posted_at():
+    # The line to try the service with sends what every figure should: when it was counted.
+    out = StringIO()
+    call_command("demo", "--port", str(free_port()), stdout=out)
+    [curl] = [line for line in out.getvalue().splitlines() if line.strip().startswith("curl ")]
+    words = shlex.split(curl)
+    body = json.loads(words[words.index("-d") + 1])
+    posted_at = datetime.fromisoformat(body["sync_context"]["posted_at"])
+    assert abs(datetime.now(UTC) - posted_at) < timedelta(minutes=1)

@@ -7,6 +7,7 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 from rest_framework_api_key.models import APIKey
 
 from partner_api.keys import api_key_replace
@@ -61,6 +62,8 @@ class Command(BaseCommand):
         _, key = api_key_replace(name=DEMO_KEY_NAME)
         _, shop_key = api_key_replace(name=DEMO_SHOP_KEY_NAME, scope=KeyScope.SHOP)
         base = f"http://127.0.0.1:{port}"
+        # The figure's document time, now: the partner system sends one with every figure.
+        posted_at = timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         self.stdout.write("")
         self.stdout.write(f"Service: {base}   API docs: {base}/api/docs/   Admin: {base}/admin/")
         self.stdout.write(
@@ -74,7 +77,9 @@ class Command(BaseCommand):
             f"  curl -s -w '\\nHTTP %{{http_code}}\\n' -X PUT {base}/api/v1/partner/products/item "
             "-H \"X-API-Key: $API_KEY\" -H 'Content-Type: application/json' "
             """-d '{"stock_code": "PT-205-55-16-W", "ean": "8591234567001", "status": "active", """
-            """"shop_quantity": 7, "catalog_price": 89.9, "eshop_price": 84.5, "request_id": "DEMO-1"}'"""
+            """"shop_quantity": 7, "catalog_price": 89.9, "eshop_price": 84.5, "request_id": "DEMO-1", """
+            '"sync_context": {"source_type": "stock_adjustment", '
+            f'"posted_at": "{posted_at}"' + "}}'"
         )
         self.stdout.write("")
         password = self._admin_user()
