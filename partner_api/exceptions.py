@@ -227,6 +227,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, exceptions.NotAuthenticated):
+        # The same exception, so that the WWW-Authenticate header DRF put on it stays.
+        exc.detail = exceptions.ErrorDetail(
+            _no_key_message(context.get("request")), code=exc.default_code
+        )
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        exc.detail = exceptions.ErrorDetail(
+            _not_json_message(context.get("request")), code=exc.default_code
+        )
 
     response = drf_exception_handler(exc, context)
     if response is None:
@@ -236,6 +245,30 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.APIException):
         response.data = {"detail": str(exc.detail), **getattr(exc, "fields", {})}
     return response
+
+
+API_KEY_HEADER = "X-API-Key"
+
+
+def _no_key_message(request) -> str:
+    """A 401 without a key says where the key goes, whatever else the client sent."""
+    meta = getattr(request, "META", {})
+    if meta.get("HTTP_AUTHORIZATION"):
+        return (
+            f"No {API_KEY_HEADER} header: this API does not read the Authorization header; "
+            f"send the key as {API_KEY_HEADER}: <key>."
+        )
+    return f"Authentication credentials were not provided: send the key as {API_KEY_HEADER}: <key>."
+
+
+def _not_json_message(request) -> str:
+    """A 415 says what to send: curl -d, for one, sends application/x-www-form-urlencoded."""
+    content_type = (getattr(request, "content_type", "") or "").split(";")[0].strip()
+    sent = f'Unsupported media type "{_clean_text(content_type)}": ' if content_type else ""
+    return (
+        f"{sent}the body must be JSON; send it with the header Content-Type: application/json "
+        "(curl -d sends application/x-www-form-urlencoded unless told otherwise)."
+    )
 
 
 def json_invalid(exc: exceptions.ParseError) -> Problem:

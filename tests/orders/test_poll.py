@@ -31,7 +31,10 @@ class TestAuthentication:
         OrderFactory()
         response = poll(anon_client)
         assert response.status_code == 401
-        assert response.json() == {"detail": "Authentication credentials were not provided."}
+        assert response.json() == {
+            "detail": "Authentication credentials were not provided: send the key as "
+            "X-API-Key: <key>."
+        }
         assert "WWW-Authenticate" in response
 
     def test_bad_key_is_401(self, anon_client, api_key):

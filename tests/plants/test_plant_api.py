@@ -33,7 +33,9 @@ def test_no_key_is_401_before_the_body_is_read(anon_client):
     response = anon_client.put(url(), "{not json", content_type="application/json")
     assert response.status_code == 401
     assert response["WWW-Authenticate"].startswith("ApiKey")
-    assert response.json() == {"detail": "Authentication credentials were not provided."}
+    assert response.json() == {
+        "detail": "Authentication credentials were not provided: send the key as X-API-Key: <key>."
+    }
     plant.refresh_from_db()
     assert plant.name == "Fern"
 
