@@ -305,7 +305,11 @@ class ShopOrder(TextFromNumbers):
     vat_total: NonNegativeMoney
     total: NonNegativeMoney
     currency: Annotated[
-        str, Strict(), BeforeValidator(_currency_visible), StringConstraints(pattern=r"^[A-Z]{3}$")
+        str,
+        Strict(),
+        StringConstraints(pattern=r"^[A-Z]{3}$"),
+        # Runs first, so that a control or format character is named as such.
+        BeforeValidator(_currency_visible),
     ] = Field(default=m.DEFAULT_CURRENCY, description="Three capital letters; default EUR.")
     created_at: Annotated[document_time_field("created_at"), AfterValidator(_not_too_old)] = Field(
         default=None,

@@ -28,8 +28,9 @@ class RequestJsonSchema(GenerateJsonSchema):
         ):
             # Blank after stripping counts as empty.
             json_schema["pattern"] = r"^[^\x00]*[^\s\x00][^\x00]*$"
-        if self._config.config_dict.get("coerce_numbers_to_str"):
-            # Length and pattern keywords constrain only the string form.
+        if self._config.config_dict.get("coerce_numbers_to_str") and not schema.get("strict"):
+            # Length and pattern keywords constrain only the string form. A strict field
+            # (order_number) refuses numbers.
             json_schema["type"] = ["string", "number"]
         return json_schema
 
