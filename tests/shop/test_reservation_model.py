@@ -2,12 +2,20 @@
 
 A hypothesis state machine drives, through HTTP, the shop's placements (new, replayed, and an
 order number reused with another body) and cancellations, the partner system's
-acknowledgements (with and without `stock_booked_at`, repeated, with another reference) and its
-syncs (batch and single item; `posted_at` earlier than, equal to and later than the stored ones
-and the bookings, or missing; dry runs; replays of the same request_id and body), and staff
-taking an acknowledgement back. After every step each product's figures, read with the stock
-query, must be the model's, `salable` must follow its formula, and each order's reservations
-must be the model's: the units placed are open plus consumed plus released.
+acknowledgements (with and without `stock_booked_at`, repeated, with another reference), its
+reports of what became of an order (shipped, delivered, cancelled, allowed or not), its syncs
+(batch and single item; `posted_at` earlier than, equal to and later than the stored ones and
+the bookings, or missing; dry runs; replays of the same request_id and body; batches over the
+threshold above which a sync reads every booked reservation), a push that comes before the
+acknowledgement it already counts, and staff taking an acknowledgement back. After every step
+each product's figures, read with the stock query, must be the model's, `salable` must follow
+its formula, each order's row must be the model's, and each order's reservations must be the
+model's: the units placed are open plus consumed plus released.
+
+Dependable: the default run is a fixed set of seeds (`SEEDS`), the same examples every run, and
+they catch each bug `tests/mutations/plant.py` plants that a single thread can show (measured:
+docs/TESTING.md). `MODEL_TEST_RUNS=N` adds N runs of fresh random examples, each bounded by
+`MODEL_TEST_SECONDS` (default 120), for CI. A failure shrinks for at most `SHRINK_SECONDS`.
 
 Each example runs in a savepoint that is rolled back at its end, so it starts from a clean
 database on SQLite and on PostgreSQL alike.
@@ -17,27 +25,31 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import hypothesis.internal.conjecture.engine
 import pytest
 from django.core.cache import cache
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    get_state_machine_test,
     initialize,
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 from rest_framework.test import APIClient
 
+import catalog.reservations
 from catalog.models import Product, Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
@@ -60,6 +72,21 @@ ITEM = "/api/v1/partner/products/item"
 DEFAULT_BUFFER = 1
 OPEN, CONSUMED, RELEASED = "open", "consumed", "released"
 PENDING, ACKNOWLEDGED, CANCELLED = "pending_partner", "acknowledged", "cancelled"
+NEW, SHIPPED, DELIVERED = "new", "shipped", "delivered"
+# What the partner system may report, from each status (decisions.md's table).
+TRANSITIONS = {NEW: {SHIPPED, CANCELLED}, SHIPPED: {DELIVERED}, DELIVERED: set(), CANCELLED: set()}
+
+# The default run: these seeds, each for EXAMPLES examples of up to STEPS steps. Chosen and
+# checked with tests/mutations/plant.py --model (docs/TESTING.md): together they catch every
+# planted bug a single thread can show. Change them only with that measurement
+# (MODEL_TEST_SEEDS=1,2,... runs others, to choose).
+SEEDS = tuple(int(n) for n in os.environ.get("MODEL_TEST_SEEDS", "1,2,3").split(","))
+EXAMPLES = 12
+STEPS = 25
+# A failure is shrunk for at most this long, then reported as far as it got (0: not shrunk,
+# reported as found, as the planting script's measurement runs it).
+SHRINK_SECONDS = float(os.environ.get("MODEL_TEST_SHRINK_SECONDS", 30))
+THRESHOLD = catalog.reservations._PRODUCTS_ASKED_BY_ID
 
 
 @dataclass
@@ -85,7 +112,10 @@ class ModelOrder:
     lines: dict[int, int]
     # product pk -> open, consumed or released
     reservations: dict[int, str]
+    # The partner sync status, or CANCELLED: the shop cancelled it (no partner sync status).
     state: str = PENDING
+    # What became of it: new, shipped, delivered, cancelled.
+    status: str = NEW
     reference: str | None = None
     booked_at: datetime | None = None
 
@@ -101,6 +131,9 @@ class SentSync:
 class Model:
     products: list[ModelProduct] = field(default_factory=list)
     orders: list[ModelOrder] = field(default_factory=list)
+
+    def product(self, pk: int) -> ModelProduct:
+        return next(p for p in self.products if p.pk == pk)
 
     def reserved(self, product: ModelProduct) -> int:
         return sum(
@@ -137,6 +170,21 @@ class Model:
                     order.reservations[product.pk] = CONSUMED
         return applied, stale
 
+    def book(self, order: ModelOrder, booked_at: datetime) -> None:
+        """The acknowledgement that books the order consumes at once what a figure the
+        product already holds counts (decisions.md, "When the partner system's figures
+        include an order")."""
+        order.booked_at = booked_at
+        for product_pk, state in order.reservations.items():
+            held = self.product(product_pk).posted_at
+            if state == OPEN and held is not None and held >= booked_at:
+                order.reservations[product_pk] = CONSUMED
+
+    def release(self, order: ModelOrder) -> None:
+        for product_pk, state in order.reservations.items():
+            if state == OPEN:
+                order.reservations[product_pk] = RELEASED
+
     def consumed(self) -> int:
         return sum(list(order.reservations.values()).count(CONSUMED) for order in self.orders)
 
@@ -160,6 +208,10 @@ def _seen(what: str) -> None:
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
+
+
+def _booked(order: ModelOrder) -> bool:
+    return order.state == ACKNOWLEDGED and OPEN in order.reservations.values()
 
 
 class ReservationMachine(RuleBasedStateMachine):
@@ -190,6 +242,7 @@ class ReservationMachine(RuleBasedStateMachine):
             raise
 
     def _rollback(self) -> None:
+        catalog.reservations._PRODUCTS_ASKED_BY_ID = THRESHOLD
         transaction.set_rollback(True)
         self._savepoint.__exit__(None, None, None)
 
@@ -204,10 +257,14 @@ class ReservationMachine(RuleBasedStateMachine):
 
     @initialize(
         products=st.lists(
-            st.tuples(st.integers(2, 10), st.sampled_from([None, 0, 2])), min_size=2, max_size=3
-        )
+            st.tuples(st.integers(2, 10), st.sampled_from([None, 0, 2])), min_size=3, max_size=4
+        ),
+        asked_by_id=st.sampled_from([THRESHOLD, 1]),
     )
-    def catalogue(self, products):
+    def catalogue(self, products, asked_by_id):
+        """The products, and how many applied products a sync still asks for by id: the real
+        threshold, or 1 so that every batch of two or more reads every booked reservation."""
+        catalog.reservations._PRODUCTS_ASKED_BY_ID = asked_by_id
         for quantity, buffer in products:
             product = ProductFactory(shop_quantity=quantity, safety_buffer=buffer)
             self.model.products.append(
@@ -293,7 +350,7 @@ class ReservationMachine(RuleBasedStateMachine):
             return
         assert response.status_code == 201, response.json()
         record = response.json()
-        assert record["status"] == "new"
+        assert record["status"] == NEW
         assert record["partner_sync_status"] == PENDING
         lines = {product.pk: quantity for product, quantity in zip(chosen, quantities, strict=True)}
         self.model.orders.append(
@@ -317,28 +374,39 @@ class ReservationMachine(RuleBasedStateMachine):
             assert response.status_code == 200, response.json()
             assert response["Idempotent-Replayed"] == "true"
             assert response.json()["order_id"] == order.pk
-            expected = CANCELLED if order.state == CANCELLED else "new"
-            assert response.json()["status"] == expected
+            assert response.json()["status"] == order.status
         else:
             other = dict(order.body, vat_total=order.body["vat_total"] + 1)
             other["total"] = round(other["subtotal"] + other["vat_total"], 2)
             response = self.shop.post(ORDERS, other, format="json")
+            _seen("place another body")
             assert response.status_code == 409, response.json()
             assert response.json()["order_id"] == order.pk
 
     @precondition(lambda self: self.model.orders)
     @rule(data=st.data())
     def cancel(self, data):
-        order = data.draw(st.sampled_from(self.model.orders), label="order")
+        """Mostly an order the partner system has (the shop may not cancel it then)."""
+        theirs = [o for o in self.model.orders if o.state == ACKNOWLEDGED]
+        if theirs and data.draw(st.booleans(), label="the partner's"):
+            order = data.draw(st.sampled_from(theirs), label="order")
+        else:
+            order = data.draw(st.sampled_from(self.model.orders), label="order")
         body = data.draw(st.sampled_from([None, {}, {"reason": "customer changed mind"}]))
+        self._cancel(order, body)
+
+    def _cancel(self, order: ModelOrder, body: dict | None) -> None:
         if body is None:
             response = self.shop.post(cancel_url(order.pk))
         else:
             response = self.shop.post(cancel_url(order.pk), body, format="json")
-        _seen(f"cancel {order.state}")
-        if order.state == ACKNOWLEDGED:
+        _seen(f"cancel {order.state} {order.status}")
+        if order.state == ACKNOWLEDGED or (order.status != NEW and order.state != CANCELLED):
+            # The partner system has it (whatever became of it since, its own cancellation
+            # included), or had it and staff took it back after it moved on.
             assert response.status_code == 409, response.json()
             assert response.json()["partner_reference"] == order.reference
+            assert "Idempotent-Replayed" not in response
             return
         assert response.status_code == 200, response.json()
         assert response.json()["status"] == CANCELLED
@@ -347,9 +415,8 @@ class ReservationMachine(RuleBasedStateMachine):
             assert response["Idempotent-Replayed"] == "true"
             return
         order.state = CANCELLED
-        for product_pk, state in order.reservations.items():
-            if state == OPEN:
-                order.reservations[product_pk] = RELEASED
+        order.status = CANCELLED
+        self.model.release(order)
 
     # -- the partner system -------------------------------------------------------------------
 
@@ -361,11 +428,10 @@ class ReservationMachine(RuleBasedStateMachine):
         pending = [o for o in self.model.orders if o.state == PENDING]
         others = [o for o in self.model.orders if o.state != PENDING]
         again = not pending or (others and data.draw(st.integers(0, 3), label="again") == 3)
-        self._acknowledge(data, others if again else pending)
+        order = data.draw(st.sampled_from(others if again else pending), label="order")
+        self._acknowledge(data, order, self._time(data, label="stock_booked_at"))
 
-    def _acknowledge(self, data, orders: list[ModelOrder]) -> None:
-        order = data.draw(st.sampled_from(orders), label="order")
-        booked = self._time(data, label="stock_booked_at")
+    def _acknowledge(self, data, order: ModelOrder, booked: datetime | None) -> None:
         reference = data.draw(st.sampled_from([f"P-{order.pk}", f"P-{order.pk}-other"]))
         body = {"partner_reference": reference}
         if booked is not None or data.draw(st.booleans(), label="null"):
@@ -384,7 +450,7 @@ class ReservationMachine(RuleBasedStateMachine):
                 assert response["Idempotent-Replayed"] == "true"
             else:
                 assert response.status_code == 409, response.json()
-            # A repeated acknowledgement never changes the booking.
+            # A repeated acknowledgement never changes the booking (the invariants check it).
             return
         assert response.status_code == 200, response.json()
         assert response.json()["partner_sync_status"] == ACKNOWLEDGED
@@ -395,16 +461,157 @@ class ReservationMachine(RuleBasedStateMachine):
         assert stored == booked
         order.state = ACKNOWLEDGED
         order.reference = reference
-        order.booked_at = booked
+        consumed = self.model.consumed()
+        self.model.book(order, booked)
+        _seen(f"acknowledge consumed {min(self.model.consumed() - consumed, 1)}+")
+
+    @precondition(lambda self: any(o.state == PENDING for o in self.model.orders))
+    @rule(data=st.data())
+    def push_before_acknowledge(self, data):
+        """The partner system books an order, pushes figures that count it, and only then
+        acknowledges it, with a `stock_booked_at` at or before the figures' `posted_at` (or,
+        now and then, just after it)."""
+        order = data.draw(
+            st.sampled_from([o for o in self.model.orders if o.state == PENDING]), label="order"
+        )
+        products = [self.model.product(pk) for pk in order.lines]
+        held = [p.posted_at for p in products if p.posted_at]
+        base = max([*held, self.start - timedelta(minutes=1)])
+        posted_at = min(
+            base + data.draw(st.sampled_from([timedelta(0), timedelta(seconds=1)]), label="on"),
+            self.future,
+        )
+        items = [(product, data.draw(st.integers(0, 10), label="level")) for product in products]
+        rows = [item(p.stock_code, ean=p.ean, shop_quantity=q) for p, q in items]
+        body = {
+            "products": rows,
+            "sync_context": {"source_type": "customer_sale", "posted_at": _iso(posted_at)},
+            "request_id": self._next("EARLY"),
+        }
+        self._send_sync(SYNC, body, dry_run=False, items=items, posted_at=posted_at)
+        before = data.draw(
+            st.sampled_from(
+                [
+                    timedelta(seconds=30),
+                    timedelta(0),
+                    timedelta(microseconds=1),
+                    -timedelta(microseconds=1),
+                ]
+            ),
+            label="booked before the push",
+        )
+        _seen("push before acknowledge")
+        self._acknowledge(data, order, posted_at - before)
+
+    @precondition(lambda self: any(o.state == PENDING for o in self.model.orders))
+    @rule(data=st.data())
+    def acknowledge_then_figures_from_the_booking(self, data):
+        """The partner system acknowledges an order with a booking after every figure its
+        products hold, then pushes a dry run and figures dated exactly at the booking: the dry
+        run consumes nothing, the figures of the booking's own microsecond consume."""
+        order = data.draw(
+            st.sampled_from([o for o in self.model.orders if o.state == PENDING]), label="order"
+        )
+        products = [self.model.product(pk) for pk in order.lines]
+        held = [p.posted_at for p in products if p.posted_at]
+        booked = min(
+            max([*held, self.start - timedelta(minutes=30)]) + timedelta(microseconds=7),
+            self.future,
+        )
+        self._acknowledge(data, order, booked)
+        if order.state != ACKNOWLEDGED:
+            return
+        for dry_run in (True, False):
+            items = [(p, data.draw(st.integers(0, 10), label="level")) for p in products]
+            body = {
+                "products": [item(p.stock_code, ean=p.ean, shop_quantity=q) for p, q in items],
+                "sync_context": {"source_type": "customer_sale", "posted_at": _iso(booked)},
+                "request_id": self._next("BOOKED"),
+            }
+            self._send_sync(SYNC, body, dry_run=dry_run, items=items, posted_at=booked)
+        _seen("acknowledge then figures from the booking")
+
+    @precondition(lambda self: any(o.state == ACKNOWLEDGED for o in self.model.orders))
+    @rule(data=st.data())
+    def report_status(self, data):
+        """What became of an order: mostly one the partner system has, any status it reports."""
+        theirs = [o for o in self.model.orders if o.state == ACKNOWLEDGED]
+        new = [o for o in theirs if o.status == NEW]
+        # Orders still holding stock back: what a cancellation must give back.
+        holding = [o for o in new if OPEN in o.reservations.values()]
+        pick = data.draw(st.integers(0, 5), label="which order")
+        if pick == 0:
+            order = data.draw(st.sampled_from(self.model.orders), label="order")
+        elif holding and pick > 3:
+            order = data.draw(st.sampled_from(holding), label="order")
+        elif new and pick > 1:
+            order = data.draw(st.sampled_from(new), label="order")
+        else:
+            order = data.draw(st.sampled_from(theirs), label="order")
+        status = data.draw(
+            st.sampled_from([SHIPPED, DELIVERED, CANCELLED, CANCELLED]), label="status"
+        )
+        self._report(data, order, status)
+
+    @precondition(lambda self: any(o.state == PENDING for o in self.model.orders))
+    @rule(data=st.data())
+    def acknowledge_then_report_status(self, data):
+        """An order acknowledged now (its stock still held back, unless a figure already counts
+        it) and at once reported shipped, delivered or cancelled."""
+        order = data.draw(
+            st.sampled_from([o for o in self.model.orders if o.state == PENDING]), label="order"
+        )
+        self._acknowledge(data, order, None)
+        status = data.draw(st.sampled_from([CANCELLED, DELIVERED, SHIPPED]), label="status")
+        self._report(data, order, status)
+
+    def _report(self, data, order: ModelOrder, status: str) -> None:
+        response = self.partner.post(
+            f"/api/v1/partner/orders/{order.pk}/status", {"status": status}, format="json"
+        )
+        _seen(f"report {order.status} -> {status}")
+        if order.state == CANCELLED:
+            assert response.status_code == 409, response.json()
+            assert response.json()["status"] == CANCELLED
+            return
+        if order.state == PENDING:
+            assert response.status_code == 409, response.json()
+            assert response.json()["partner_sync_status"] == PENDING
+            return
+        if status == order.status:
+            assert response.status_code == 200, response.json()
+            assert response["Idempotent-Replayed"] == "true"
+            return
+        if status not in TRANSITIONS[order.status]:
+            assert response.status_code == 409, response.json()
+            assert response.json()["status"] == order.status
+            return
+        assert response.status_code == 200, response.json()
+        assert response.json()["status"] == status
+        assert response.json()["partner_sync_status"] == ACKNOWLEDGED
+        order.status = status
+        if status == CANCELLED:
+            # The partner system undoes its own booking: the open reservations go back on sale.
+            if OPEN in order.reservations.values():
+                _seen("report cancelled releases")
+            self.model.release(order)
+            if data.draw(st.booleans(), label="the shop cancels too"):
+                self._cancel(order, {"reason": "customer changed mind"})
 
     @precondition(lambda self: any(o.state == ACKNOWLEDGED for o in self.model.orders))
     @rule(data=st.data())
     def staff_takes_the_acknowledgement_back(self, data):
+        """Staff unbook an order: it returns to pending_partner, its open reservations are
+        unbooked. An order the partner system cancelled stays as it is."""
         order = data.draw(
             st.sampled_from([o for o in self.model.orders if o.state == ACKNOWLEDGED]),
             label="order",
         )
         changed = orders_clear_acknowledgement(order_ids=[order.pk], by="staff")
+        _seen(f"staff unbook {order.status}")
+        if order.status == CANCELLED:
+            assert changed == []
+            return
         assert [o.pk for o in changed] == [order.pk]
         order.state = PENDING
         order.reference = None
@@ -413,11 +620,7 @@ class ReservationMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def sync(self, data):
         single = data.draw(st.booleans(), label="single")
-        booked = [
-            order
-            for order in self.model.orders
-            if order.state == ACKNOWLEDGED and OPEN in order.reservations.values()
-        ]
+        booked = [order for order in self.model.orders if _booked(order)]
         if booked and not data.draw(st.booleans(), label="any products"):
             # The products whose reservations a sync may consume.
             order = data.draw(st.sampled_from(booked), label="booked order")
@@ -452,30 +655,20 @@ class ReservationMachine(RuleBasedStateMachine):
         dry_run = data.draw(st.booleans(), label="dry run")
         self._send_sync(path, body, dry_run=dry_run, items=items, posted_at=posted_at)
 
-    @precondition(
-        lambda self: any(
-            o.state == ACKNOWLEDGED and OPEN in o.reservations.values() for o in self.model.orders
-        )
-    )
+    @precondition(lambda self: any(_booked(o) for o in self.model.orders))
     @rule(data=st.data())
     def sync_a_booked_order(self, data):
         """The products of an acknowledged order with open reservations, with figures from
         just before, exactly at or just after its booking, or from now (no posted_at)."""
         order = data.draw(
-            st.sampled_from(
-                [
-                    o
-                    for o in self.model.orders
-                    if o.state == ACKNOWLEDGED and OPEN in o.reservations.values()
-                ]
-            ),
-            label="booked order",
+            st.sampled_from([o for o in self.model.orders if _booked(o)]), label="booked order"
         )
         products = [p for p in self.model.products if p.pk in order.reservations]
         items = [(product, data.draw(st.integers(0, 10), label="level")) for product in products]
         delta = data.draw(
             st.sampled_from(
                 [
+                    timedelta(0),
                     timedelta(0),
                     timedelta(microseconds=1),
                     -timedelta(microseconds=1),
@@ -507,6 +700,33 @@ class ReservationMachine(RuleBasedStateMachine):
             posted_at=posted_at,
         )
 
+    @precondition(lambda self: any(_booked(o) for o in self.model.orders))
+    @rule(data=st.data())
+    def sync_the_other_products(self, data):
+        """A batch of the products other than an order's with open reservations, with figures
+        that would include its booking: the order's reservations are not in them and stay
+        open (a batch over the threshold reads every booked reservation and must keep only its
+        own products')."""
+        order = data.draw(
+            st.sampled_from([o for o in self.model.orders if _booked(o)]), label="booked order"
+        )
+        held = {pk for pk, state in order.reservations.items() if state == OPEN}
+        others = [p for p in self.model.products if p.pk not in held]
+        if not others:
+            return
+        items = [(product, data.draw(st.integers(0, 10), label="level")) for product in others]
+        posted_at = data.draw(st.sampled_from([None, None, self.future]), label="posted_at")
+        context = {"source_type": "stock_receipt"}
+        if posted_at is not None:
+            context["posted_at"] = _iso(posted_at)
+        body = {
+            "products": [item(p.stock_code, ean=p.ean, shop_quantity=q) for p, q in items],
+            "sync_context": context,
+            "request_id": self._next("OTHERS"),
+        }
+        _seen("sync the other products")
+        self._send_sync(SYNC, body, dry_run=False, items=items, posted_at=posted_at)
+
     @precondition(lambda self: any(p.posted_at for p in self.model.products))
     @rule(data=st.data())
     def sync_an_older_document(self, data):
@@ -515,6 +735,9 @@ class ReservationMachine(RuleBasedStateMachine):
         product = data.draw(
             st.sampled_from([p for p in self.model.products if p.posted_at]), label="product"
         )
+        self._send_older(data, product)
+
+    def _send_older(self, data, product: ModelProduct) -> None:
         posted_at = product.posted_at - timedelta(microseconds=1)
         quantity = data.draw(st.integers(0, 10), label="level")
         items = [(product, quantity)]
@@ -524,6 +747,34 @@ class ReservationMachine(RuleBasedStateMachine):
             "request_id": self._next("LATE"),
         }
         self._send_sync(SYNC, body, dry_run=False, items=items, posted_at=posted_at)
+
+    @precondition(lambda self: any(_booked(o) for o in self.model.orders))
+    @rule(data=st.data())
+    def a_late_document_over_data_from_before_the_upgrade(self, data):
+        """An open reservation booked before the document time its product holds: what a
+        version before "the acknowledgement consumes at once" left behind (written here
+        directly), then a document from between the two arriving late. It is stale: it applies
+        nothing and consumes nothing; the reservation waits for a newer figure. (Drawn one
+        time in three: the document time it writes makes the later figures of the order's
+        booking stale.)"""
+        if data.draw(st.integers(0, 2), label="old data") != 0:
+            return
+        order = data.draw(
+            st.sampled_from([o for o in self.model.orders if _booked(o)]), label="booked order"
+        )
+        product = self.model.product(
+            data.draw(
+                st.sampled_from([pk for pk, state in order.reservations.items() if state == OPEN]),
+                label="product",
+            )
+        )
+        held = order.booked_at + timedelta(seconds=1)
+        if product.posted_at is not None and product.posted_at > held:
+            return
+        Product.objects.filter(pk=product.pk).update(posted_at=held)
+        product.posted_at = held
+        _seen("late document over old data")
+        self._send_older(data, product)
 
     @precondition(lambda self: self.syncs)
     @rule(data=st.data())
@@ -570,12 +821,15 @@ class ReservationMachine(RuleBasedStateMachine):
             return
         stale = self.model.stale_count(items, posted_at)
         if dry_run:
+            _seen("sync dry run")
             assert answer["dry_run"] is True
         else:
             consumed = self.model.consumed()
             _, stale = self.model.apply_sync(items, posted_at, now)
             _seen(f"sync consumed {min(self.model.consumed() - consumed, 2)}+")
-            _seen(f"sync stale {stale}")
+            _seen(f"sync stale {min(stale, 1)}+")
+            if len(items) - stale > catalog.reservations._PRODUCTS_ASKED_BY_ID:
+                _seen("sync over the threshold")
             assert "dry_run" not in answer
             if body["request_id"] is not None:
                 self.syncs.append(SentSync(path, body, answer))
@@ -606,6 +860,25 @@ class ReservationMachine(RuleBasedStateMachine):
                 0, entry["shop_quantity"] - entry["reserved"] - entry["safety_buffer"]
             )
             assert entry["salable"] == self.model.salable(product), entry
+
+    @invariant()
+    def orders_are_the_models(self):
+        stored = {
+            pk: rest
+            for pk, *rest in Order.objects.filter(
+                pk__in=[o.pk for o in self.model.orders]
+            ).values_list(
+                "pk", "status", "partner_sync_status", "partner_reference", "stock_booked_at"
+            )
+        }
+        for order in self.model.orders:
+            partner_sync_status = None if order.state == CANCELLED else order.state
+            assert stored[order.pk] == [
+                order.status,
+                partner_sync_status,
+                order.reference,
+                order.booked_at,
+            ], order
 
     @invariant()
     def reservations_are_the_models(self):
@@ -640,20 +913,59 @@ class ReservationMachine(RuleBasedStateMachine):
             )
 
 
-@override_settings(STOCK_SAFETY_BUFFER=DEFAULT_BUFFER)
-def test_the_reservations_follow_the_model():
-    SEEN.clear()
-    run_state_machine_as_test(
+def _run(*, seed: int | None, examples: int) -> None:
+    """Run the machine: a fixed seed's examples, or fresh random ones (seed None)."""
+    state_machine_test = get_state_machine_test(
         ReservationMachine,
         settings=settings(
-            max_examples=int(os.environ.get("MODEL_EXAMPLES", 30)),
-            stateful_step_count=30,
+            max_examples=examples,
+            stateful_step_count=STEPS,
             deadline=None,
-            suppress_health_check=[HealthCheck.too_slow],
+            database=None,
+            derandomize=False,
+            phases=[Phase.explicit, Phase.generate, *([Phase.shrink] if SHRINK_SECONDS else [])],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            print_blob=True,
         ),
     )
-    print(dict(sorted(SEEN.items())))
-    # The run did what it is for: orders placed and refused, and stale documents. (How many
-    # syncs consumed varies from run to run; the counts above say.)
+    if seed is not None:
+        state_machine_test = hypothesis_seed(seed)(state_machine_test)
+    state_machine_test()
+
+
+@pytest.fixture
+def shrink_budget(monkeypatch):
+    """A failure is shrunk for at most SHRINK_SECONDS, then reported as far as it got (the
+    engine's own limit is five minutes)."""
+    monkeypatch.setattr(
+        hypothesis.internal.conjecture.engine, "MAX_SHRINKING_SECONDS", SHRINK_SECONDS
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@override_settings(STOCK_SAFETY_BUFFER=DEFAULT_BUFFER)
+def test_the_reservations_follow_the_model(seed, shrink_budget):
+    SEEN.clear()
+    _run(seed=seed, examples=EXAMPLES)
+    print(f"seed {seed}: {dict(sorted(SEEN.items()))}")
+    # The run did what it is for: orders placed and refused, stale documents, consumption.
     assert SEEN["place placed"] and SEEN["place short"], SEEN
-    assert sum(n for what, n in SEEN.items() if what.startswith("sync stale ") and what[-1] != "0")
+    assert SEEN["sync stale 1+"], SEEN
+
+
+@pytest.mark.skipif(
+    not os.environ.get("MODEL_TEST_RUNS"),
+    reason="MODEL_TEST_RUNS=N runs N batches of fresh random examples (CI sets it)",
+)
+@override_settings(STOCK_SAFETY_BUFFER=DEFAULT_BUFFER)
+def test_the_reservations_follow_the_model_on_fresh_examples(shrink_budget):
+    """Fresh random examples every run, beyond the fixed seeds, bounded in time."""
+    SEEN.clear()
+    runs = int(os.environ["MODEL_TEST_RUNS"])
+    seconds = float(os.environ.get("MODEL_TEST_SECONDS", 120))
+    started = time.monotonic()
+    for _ in range(runs):
+        if time.monotonic() - started > seconds:
+            break
+        _run(seed=None, examples=EXAMPLES)
+    print(f"{time.monotonic() - started:.0f} s: {dict(sorted(SEEN.items()))}")
