@@ -85,7 +85,7 @@ EXAMPLES = 12
 STEPS = 25
 # A failure is shrunk for at most this long, then reported as far as it got (0: not shrunk,
 # reported as found, as the planting script's measurement runs it).
-SHRINK_SECONDS = float(os.environ.get("MODEL_TEST_SHRINK_SECONDS", 30))
+SHRINK_SECONDS = float(os.environ.get("MODEL_TEST_SHRINK_SECONDS", 20))
 THRESHOLD = catalog.reservations._PRODUCTS_ASKED_BY_ID
 
 
