@@ -53,7 +53,11 @@ TRACKING_COLUMNS = tuple(TEXT_LIMITS)
 STATUS_REQUIRED = ("order_id", "status")
 STATUS_OPTIONAL = ("changed_at", *TRACKING_COLUMNS, "order_number")
 STATUS_COLUMNS = (*STATUS_REQUIRED, *STATUS_OPTIONAL)
-_HTTP_URL = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#]+\S*")
+# The service's rule: an absolute http(s) URL with a host, made only of the characters RFC 3986
+# allows (a quote, "<", ">", space or non-ASCII character must be percent-encoded).
+_URI_CHARACTER = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
+_HOST_START = r"(?:[A-Za-z0-9\-._~:\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
+_HTTP_URL = re.compile(rf"[Hh][Tt][Tt][Pp][Ss]?://{_HOST_START}+{_URI_CHARACTER}*")
 
 
 def statuses_after(status: str) -> frozenset[str]:
@@ -155,7 +159,10 @@ def _read_status_line(number: int, cell: Callable[[str], str]) -> StatusLine:
         if len(value) > limit:
             found.append(f"{name} is longer than {limit}")
         elif name == "tracking_url" and not _HTTP_URL.fullmatch(value):
-            found.append(f"tracking_url {value!r} is not an absolute http or https URL")
+            found.append(
+                f"tracking_url {value!r} is not an absolute http or https URL made of the "
+                "characters RFC 3986 allows (percent-encode spaces, quotes, <, > and non-ASCII)"
+            )
         tracking.append((name, value))
     if found:
         raise LineInvalid(*found)
