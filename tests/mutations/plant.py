@@ -48,7 +48,6 @@ LOCK_ORDER = "tests/shop/test_lock_order.py"
 LARGE_BATCH = "tests/shop/test_large_batch_consumption.py"
 STATUS = "tests/orders/test_status.py"
 STATUS_MORE = "tests/orders/test_status_sequences.py"
-ACKNOWLEDGE = "tests/orders/test_acknowledge.py"
 ACKNOWLEDGE_MORE = "tests/orders/test_acknowledge_repeated.py"
 
 
