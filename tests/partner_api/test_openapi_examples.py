@@ -175,6 +175,15 @@ def demo_data(db) -> None:
     new database. (On PostgreSQL a sequence keeps that value after the test's rollback; it
     then still follows its table's highest id, so no other test is affected.)"""
     with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            # SQLite has no reset statement of Django's: without its row in sqlite_sequence, a
+            # table's next id is one past its highest (an earlier transactional test's flush
+            # keeps the row, and with it the ids that test used).
+            tables = [model._meta.db_table for model in apps.get_models()]
+            cursor.execute(
+                f"DELETE FROM sqlite_sequence WHERE name IN ({', '.join(['%s'] * len(tables))})",
+                tables,
+            )
         for statement in connection.ops.sequence_reset_sql(no_style(), apps.get_models()):
             cursor.execute(statement)
     for seed in demo_seeds():
