@@ -17,7 +17,7 @@ from django.db import transaction
 from core.retry import run_with_retry
 from core.signals import order_status_changed
 from orders.models import Order
-from orders.services import OrderNotFound, order_status_move
+from orders.services import OrderNotFound, StatusChangeRefused, order_status_move
 from orders.states import (
     Actor,
     OrderSource,
@@ -30,21 +30,6 @@ logger = logging.getLogger(__name__)
 
 # The fields a report may carry beside its status; each one it carries replaces the stored one.
 TRACKING_FIELDS = ("carrier", "tracking_number", "tracking_url")
-
-
-class StatusChangeRefused(Exception):
-    """The transition table does not allow this move from the order's current status."""
-
-    def __init__(self, order_id: int, current: str, target: str, *, detail: str = ""):
-        super().__init__(
-            detail
-            or (
-                f"Order {order_id} is {current}; it cannot become {target}."
-                if current != OrderStatus.CANCELLED
-                else f"Order {order_id} is cancelled; nothing follows a cancellation."
-            )
-        )
-        self.status = current
 
 
 class OrderAwaitsAcknowledgement(Exception):

@@ -22,9 +22,24 @@ from orders.models import (
     OrderStatusChange,
 )
 from orders.schemas import OrderRecord
-from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus
+from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, status_change_allowed
 
 logger = logging.getLogger(__name__)
+
+
+class StatusChangeRefused(Exception):
+    """The transition table does not allow this move from the order's current status."""
+
+    def __init__(self, order_id: int, current: str, target: str, *, detail: str = ""):
+        super().__init__(
+            detail
+            or (
+                f"Order {order_id} is {current}; it cannot become {target}."
+                if current != OrderStatus.CANCELLED
+                else f"Order {order_id} is cancelled; nothing follows a cancellation."
+            )
+        )
+        self.status = current
 
 
 class OrderNotFound(Exception):
@@ -131,13 +146,16 @@ def order_status_move(
 def order_status_set_by_staff(*, order: Order, status: str, by: str) -> Order:
     """Staff set what became of the order by hand (admin): stored and kept in its history.
 
-    No rule of the transition table binds staff: they correct what went wrong elsewhere. An
-    order staff cancel gives its open reservations back to sale, as any cancellation does.
+    Staff move an order as the transition table allows, like the partner system (a move it does
+    not allow raises StatusChangeRefused and changes nothing). An order staff cancel gives its
+    open reservations back to sale, as any cancellation does.
     """
     with transaction.atomic():
         locked = Order.objects.select_for_update().get(pk=order.pk)
         if locked.status == status:
             return locked
+        if not status_change_allowed(locked.status, status):
+            raise StatusChangeRefused(locked.pk, locked.status, status)
         order_status_move(locked, status, by=Actor.STAFF, by_name=by)
     order.status, order.status_changed_at = locked.status, locked.status_changed_at
     logger.info("order %s (%s) set to %s by %s", order.pk, order.order_number, status, by)

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from catalog.models import Reservation
 from orders.models import Order, OrderStatusChange
+from orders.services import StatusChangeRefused, order_status_set_by_staff
 from orders.states import STATUS_TRANSITIONS, OrderStatus, status_change_allowed
 from tests.factories import ProductFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
@@ -245,3 +246,27 @@ def test_orders_are_not_added_by_hand(admin_client):
     assert not Order.objects.exists()
     changelist = admin_client.get(reverse("admin:orders_order_changelist")).content.decode()
     assert reverse("admin:orders_order_add") not in changelist
+
+
+@pytest.mark.parametrize(("current", "target"), ILLEGAL)
+def test_the_staff_service_refuses_every_move_the_table_does_not_allow(current, target):
+    """The service the admin calls checks the table itself: a caller that skips the form
+    (a command, a script in the shell) cannot write a move the table does not allow."""
+    order = OrderFactory(status=current)
+
+    with pytest.raises(StatusChangeRefused):
+        order_status_set_by_staff(order=order, status=target, by="staff-user")
+
+    order.refresh_from_db()
+    assert order.status == current
+    assert not OrderStatusChange.objects.filter(order=order, new_value=target).exists()
+
+
+@pytest.mark.parametrize(("current", "target"), LEGAL)
+def test_the_staff_service_applies_every_move_the_table_allows(current, target):
+    order = OrderFactory(status=current)
+
+    order_status_set_by_staff(order=order, status=target, by="staff-user")
+
+    order.refresh_from_db()
+    assert order.status == target
