@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.problems import Problem, Refused
+from partner_api.authentication import HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -247,18 +248,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-API_KEY_HEADER = "X-API-Key"
-
-
 def _no_key_message(request) -> str:
     """A 401 without a key says where the key goes, whatever else the client sent."""
     meta = getattr(request, "META", {})
     if meta.get("HTTP_AUTHORIZATION"):
         return (
-            f"No {API_KEY_HEADER} header: this API does not read the Authorization header; "
-            f"send the key as {API_KEY_HEADER}: <key>."
+            f"No {HEADER} header: this API does not read the Authorization header; "
+            f"send the key as {HEADER}: <key>."
         )
-    return f"Authentication credentials were not provided: send the key as {API_KEY_HEADER}: <key>."
+    return f"Authentication credentials were not provided: send the key as {HEADER}: <key>."
 
 
 def _not_json_message(request) -> str:
