@@ -2,15 +2,12 @@
 U+2069) that a client sends in a path or a request_id are escaped like the other control
 characters, in the text and the JSON format (decisions.md, "Request correlation")."""
 
-import io
 import json
 import logging
-import logging.config
 
 import pytest
-from django.conf import settings
 
-from config.logging import RequestContextFilter, escape_control
+from config.logging import escape_control
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, post_sync
 
@@ -19,25 +16,9 @@ pytestmark = pytest.mark.django_db
 BIDI = [chr(code) for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
 
 
-def _formatter(name: str) -> logging.Formatter:
-    configurator = logging.config.DictConfigurator(settings.LOGGING)
-    return configurator.configure_formatter(dict(settings.LOGGING["formatters"][name]))
-
-
-@pytest.fixture(params=["plain", "json"])
-def request_log(request):
-    """(format name, the request log's raw text) with the configured formatter and filter."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(_formatter(request.param))
-    handler.addFilter(RequestContextFilter())
-    logger = logging.getLogger("partner_api.requests")
-    logger.addHandler(handler)
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    yield request.param, stream.getvalue
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+@pytest.fixture
+def request_log(request_log_text):
+    return request_log_text
 
 
 def message_of(fmt: str, line: str) -> str:

@@ -12,9 +12,9 @@ import logging.config
 import re
 
 import pytest
-from django.conf import settings
 
 from config.logging import RequestContextFilter
+from tests.config.conftest import configured_formatter
 
 pytestmark = pytest.mark.django_db
 
@@ -32,26 +32,11 @@ FORGED = [
 ACCEPTED = ["ticket-4711", "a" * 128, "A.b_c:d-e/f", "x", "2026-01-01T10:00:00Z"]
 
 
-def _formatter(name: str) -> logging.Formatter:
-    """The formatter `name` of settings.LOGGING, built as logging's dictConfig builds it."""
-    configurator = logging.config.DictConfigurator(settings.LOGGING)
-    return configurator.configure_formatter(dict(settings.LOGGING["formatters"][name]))
-
-
-@pytest.fixture(params=["plain", "json"])
-def request_log(request):
-    """(format name, a function giving the request log's lines) with the configured formatter."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(_formatter(request.param))
-    handler.addFilter(RequestContextFilter())
-    logger = logging.getLogger("partner_api.requests")
-    logger.addHandler(handler)
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    yield request.param, lambda: stream.getvalue().splitlines()
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+@pytest.fixture
+def request_log(request_log_text):
+    """(format name, a function giving the request log's lines)."""
+    name, text = request_log_text
+    return name, lambda: text().splitlines()
 
 
 def _logged_id(fmt: str, line: str) -> str:
@@ -98,7 +83,7 @@ def test_a_client_id_in_the_charset_is_kept_and_logged(client, request_log, sent
 def test_a_traceback_with_newlines_in_its_message_stays_on_one_line(name):
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(_formatter(name))
+    handler.setFormatter(configured_formatter(name))
     handler.addFilter(RequestContextFilter())
     logger = logging.getLogger("tests.traceback")
     logger.addHandler(handler)
