@@ -101,9 +101,9 @@ class Product(models.Model):
         return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
 
     def save(self, *args, **kwargs):
-        # `reserved` is written only by catalog.reservations, as one statement from the open
-        # reservations: saving a product read a moment ago (an admin edit) must not put back
-        # the figure it read while a placement changed it.
+        # `shop_quantity` and `reserved` are the stock's figures, written only by
+        # stock.services with the levels they sum: saving a product read a moment ago (an
+        # admin edit) must not put back the figures it read while a placement changed them.
         if not self._state.adding and kwargs.get("update_fields") is None:
             kwargs["update_fields"] = _SAVED_FIELDS
         super().save(*args, **kwargs)
@@ -120,7 +120,7 @@ class Product(models.Model):
 _SAVED_FIELDS = tuple(
     field.name
     for field in Product._meta.concrete_fields
-    if not field.primary_key and field.name != "reserved"
+    if not field.primary_key and field.name not in ("shop_quantity", "reserved")
 )
 
 
@@ -311,7 +311,7 @@ class IdempotencyRecord(models.Model):
     # The authority: the hash of the body's canonical JSON (the same content, whatever its layout).
     body_hash = models.CharField(max_length=64)
     # A shortcut: a 128-bit hash of the exact bytes of the applied request
-    # (catalog.sync.idempotency.raw_body_hash), so that a retry repeating them is answered before
+    # (sync.idempotency.raw_body_hash), so that a retry repeating them is answered before
     # its body is parsed. Only bytes equal imply the same request_id.
     raw_body_hash = models.CharField(max_length=64, null=True, blank=True)
     response = models.JSONField(null=True, blank=True)
@@ -335,57 +335,3 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} {self.request_id}"
-
-
-class Reservation(models.Model):
-    """Units of a product that a shop order holds back from sale.
-
-    Open from the placement until the partner system's figures include the order (consumed,
-    by the first sync that applies the product with a document time at or after the order's
-    `stock_booked_at`) or the order is cancelled (released). Each change keeps its time and
-    cause, so staff can tell why the shop shows what it shows.
-    """
-
-    class State(models.TextChoices):
-        OPEN = "open", "Open"
-        CONSUMED = "consumed", "Consumed"
-        RELEASED = "released", "Released"
-
-    product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
-    # Protected: deleting an order must not silently change what the shop can sell.
-    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="reservations")
-    quantity = models.PositiveIntegerField()
-    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
-    # From when the partner system's figures count the order (its acknowledgement's
-    # stock_booked_at); null until the order is acknowledged.
-    booked_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    # The last change of state (or of booked_at), and what made it.
-    changed_at = models.DateTimeField(default=timezone.now)
-    cause = models.CharField(max_length=255, blank=True, default="")
-    # The sync call that consumed it. No database-level foreign key, as for the history: a
-    # batch consumes up to thousands of reservations, and PostgreSQL checks a deferred foreign
-    # key one row at a time at commit (8 ms for 1000). Django still sets it to null when a
-    # purge deletes the audit row, and the column stays indexed.
-    sync_audit = models.ForeignKey(
-        SyncAudit,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_constraint=False,
-    )
-
-    class Meta:
-        ordering = ("-created_at", "-id")
-        indexes = (
-            # The sync's question: the open, booked reservations of these products.
-            models.Index(
-                fields=("product", "booked_at"),
-                name="catalog_reservation_open",
-                condition=models.Q(state="open"),
-            ),
-        )
-
-    def __str__(self) -> str:
-        return f"{self.quantity} × {self.product} ({self.state})"

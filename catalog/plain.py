@@ -12,7 +12,7 @@ Only ever a shortcut to the same values: msgspec takes a subset of what the plai
 refuses, anywhere in the batch, sends the whole batch to ProductItem's rules, which decide and
 word the errors. Its record holds every field of ProductItem, with the values the plain form
 gives (prices and weight as the same Decimals), so the sync reads it as it reads a ProductItem
-(by attribute: `catalog.sync.rows`' item getters).
+(by attribute: `sync.rows`' item getters).
 
 The record type is made from the plain form's own core schema: a field or a constraint this
 module does not know makes importing it fail, rather than letting through what the rules refuse.

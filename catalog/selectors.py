@@ -11,15 +11,8 @@ from django.db.models import Max, Min, Sum
 from django.utils import timezone
 
 from catalog.keys import ProductsByKey
-from catalog.models import (
-    PendingProduct,
-    Product,
-    Reservation,
-    SyncAudit,
-    SyncControl,
-    effective_safety_buffer,
-    salable,
-)
+from catalog.models import PendingProduct, Product, SyncAudit, SyncControl, effective_safety_buffer, salable
+from stock.models import Reservation
 from orders.selectors import orders_waiting_summary
 
 REFUSED_WINDOW = timedelta(hours=24)

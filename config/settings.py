@@ -81,6 +81,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "core",
     "catalog",
+    "stock",
+    "sync",
     "orders",
     "plants",
     "partner_api",
@@ -207,6 +209,8 @@ SYNC_MAX_ITEMS = env_int("SYNC_MAX_ITEMS", 5000)
 CATALOG_SYNC_MAX_ITEMS = env_int("CATALOG_SYNC_MAX_ITEMS", 5000)
 # Units of every product never offered for sale, unless the product sets its own buffer.
 STOCK_SAFETY_BUFFER = env_int("STOCK_SAFETY_BUFFER", 0)
+# The warehouse whose code this is holds stock sent without a warehouse (created by migrate).
+DEFAULT_WAREHOUSE = os.environ.get("DEFAULT_WAREHOUSE", "").strip() or "MAIN"
 if STOCK_SAFETY_BUFFER < 0:
     raise ImproperlyConfigured(f"STOCK_SAFETY_BUFFER must be 0 or more, got {STOCK_SAFETY_BUFFER}")
 IDEMPOTENCY_RETENTION_HOURS = env_int("IDEMPOTENCY_RETENTION_HOURS", 24)

@@ -234,6 +234,7 @@ def bulk_update_rows(
     before: Callable[[Any, str], None] | None = None,
     previous: Sequence[str] = (),
     located: bool = False,
+    not_written: Collection[str] = (),
 ) -> None:
     """Set `field_names` of each row `(pk, *values, *previous values[, location])`; must run
     inside a transaction.
@@ -249,7 +250,8 @@ def bulk_update_rows(
     `previous_column`) for `before`, which then need not read the table being updated. They
     are not written. With `located`, each row ends with its location as `select_rows` read it
     under the caller's lock (which keeps the row there until the transaction ends): the UPDATE
-    then visits the row's page directly instead of descending the primary key for it.
+    then visits the row's page directly instead of descending the primary key for it. Fields
+    in `not_written` travel with the rows (for `before`) but are neither written nor compared.
     """
     if not rows:
         return
@@ -269,7 +271,7 @@ def bulk_update_rows(
                 new = _placeholder(f) if f in fixed else _select_expression(f, "v")
                 return f"COALESCE({new}, {table}.{_qn(f.column)})" if f.name in keep else new
 
-            every = [*fields, *fixed]
+            every = [f for f in (*fields, *fixed) if f.name not in not_written]
             compared = [f for f in every if f.name in set(changed_only)]
             assignments = ", ".join(f"{_qn(f.column)} = {value(f)}" for f in every)
             condition = " OR ".join(
@@ -291,6 +293,10 @@ def bulk_update_rows(
             if previous or located:
                 rows = [row[: 1 + len(field_names)] for row in rows]
             rows = _with_constants(rows, constants.values())
+            if not_written:
+                kept = [i for i, f in enumerate(fields) if f.name not in not_written]
+                fields = [fields[i] for i in kept]
+                rows = [(row[0], *(row[1 + i] for i in kept)) for row in rows]
             compared = [f for f in fields if f.name in set(changed_only)]
 
             def value(f: models.Field) -> str:

@@ -4,7 +4,6 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from catalog.admin import ReadOnlyInline, ReadOnlyInlinesMixin, ReservationOfOrderInline
 from core.display import admin_decimal, money
 from core.signals import order_status_changed
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem, OrderStatusChange
@@ -21,6 +20,7 @@ from orders.states import (
     effective_status,
     status_change_allowed,
 )
+from sync.admin import ReadOnlyInline, ReadOnlyInlinesMixin, ReservationOfOrderInline
 
 PartnerStatus = Order.PartnerStatus
 

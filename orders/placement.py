@@ -17,13 +17,13 @@ from django.utils import timezone
 
 from catalog.keys import ProductsByKey
 from catalog.models import Product
-from catalog.reservations import reservations_open
 from core.problems import Problem, Refused
 from core.retry import run_with_retry
 from orders.models import CUSTOMER_FIELDS, Order, OrderItem
 from orders.schemas import ShopOrder, totals_problems
 from orders.services import OrderNotFound, order_items, order_status_move, record_status_change
 from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, shop_may_cancel
+from stock.services import reservations_open
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,7 @@ def _place(order: ShopOrder, *, body_hash: str, by_name: str) -> Placed:
                 for line, product in zip(order.items, matched, strict=True)
             ],
             now=now,
+            order_number=stored.order_number,
         )
         record_status_change(
             stored,

@@ -10,7 +10,6 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.reservations import reservations_book, reservations_release, reservations_unbook
 from core.problems import Problem, Refused
 from core.signals import acknowledgement_recorded
 from orders.models import (
@@ -23,6 +22,13 @@ from orders.models import (
 )
 from orders.schemas import OrderRecord
 from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, status_change_allowed
+from stock.models import StockMovement
+from stock.services import (
+    Source,
+    reservations_book,
+    reservations_release,
+    reservations_unbook,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +123,12 @@ def order_change(
 
 # Who gives a cancelled order's reservations back, as their cause names it (staff: by name).
 CANCELLED_BY = {Actor.SHOP: "the shop", Actor.PARTNER: "the partner system"}
+# The movement's reason when a cancellation gives reservations back.
+_RELEASED_FOR = {
+    Actor.SHOP: StockMovement.Reason.SHOP_CANCELLATION,
+    Actor.PARTNER: StockMovement.Reason.PARTNER_CANCELLATION,
+    Actor.STAFF: StockMovement.Reason.STAFF_EDIT,
+}
 
 
 def order_status_move(
@@ -140,7 +152,13 @@ def order_status_move(
     if status != OrderStatus.CANCELLED:
         return 0
     cause = f"cancelled by {CANCELLED_BY.get(by, by_name)}"
-    return reservations_release(order_id=order.pk, cause=cause, now=now)
+    source = Source(
+        _RELEASED_FOR.get(by, StockMovement.Reason.STAFF_EDIT),
+        order_id=order.pk,
+        order_number=order.order_number,
+        staff_user=by_name if by == Actor.STAFF else "",
+    )
+    return reservations_release(order_id=order.pk, cause=cause, now=now, source=source)
 
 
 def order_status_set_by_staff(*, order: Order, status: str, by: str) -> Order:
@@ -261,7 +279,12 @@ def order_acknowledge(
                 "stock_booked_at",
             ]
         )
-        consumed = reservations_book(order_id=order.pk, booked_at=order.stock_booked_at, now=now)
+        consumed = reservations_book(
+            order_id=order.pk,
+            booked_at=order.stock_booked_at,
+            now=now,
+            order_number=order.order_number,
+        )
     what = "acknowledged"
     if consumed:
         what += f" ({consumed} reservation(s) already in the partner system's figures, consumed)"
@@ -432,6 +455,7 @@ def _orders_set_partner_status(
             order_ids=[order.pk for order in orders],
             now=now,
             cause=f"acknowledgement taken back by {by}",
+            by=by,
         )
     for order in orders:
         logger.info("order %s (%s) set to pending_partner by %s", order.pk, order.order_number, by)

@@ -15,6 +15,7 @@ from catalog.models import (
 class ProductFactory(DjangoModelFactory):
     class Meta:
         model = Product
+        skip_postgeneration_save = True
 
     stock_code = factory.Sequence(lambda n: f"SC-{n:06d}")
     ean = factory.Sequence(lambda n: f"859{n:010d}")
@@ -24,6 +25,22 @@ class ProductFactory(DjangoModelFactory):
     eshop_price = Decimal("90.00")
     name = factory.LazyAttribute(lambda o: f"Tyre {o.stock_code}")
     brand = "Nordway"
+
+    @factory.post_generation
+    def level(product, create, extracted, **kwargs):
+        """The product's stock as the stock app holds it: its level in the default warehouse."""
+        if not create:
+            return
+        from stock.models import StockLevel
+        from stock.services import default_warehouse_id
+
+        StockLevel.objects.create(
+            product=product,
+            warehouse_id=default_warehouse_id(),
+            quantity=product.shop_quantity,
+            reserved=product.reserved,
+            posted_at=product.posted_at,
+        )
 
 
 class PendingProductFactory(DjangoModelFactory):

@@ -5,7 +5,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from catalog.models import PendingProduct, Reservation, SyncAudit
+from catalog.models import PendingProduct, SyncAudit
+from stock.models import Reservation
 from catalog.selectors import REFUSED_WINDOW, sync_dashboard_figures
 from monitoring.selectors import open_reservations_figures
 
@@ -47,7 +48,7 @@ def sync_dashboard(context) -> dict | None:
         ),
         # Oldest first (the list's created_at column).
         "reservations_url": _url(
-            "admin:catalog_reservation_changelist", state__exact=Reservation.State.OPEN, o="1"
+            "admin:stock_reservation_changelist", state__exact=Reservation.State.OPEN, o="1"
         ),
         "refused_url": _url(
             "admin:catalog_syncaudit_changelist",

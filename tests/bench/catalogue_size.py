@@ -113,10 +113,10 @@ def prepare_here(size: int) -> None:
     django_setup()
     from django.core.management import call_command
 
-    from catalog.imports import products_import
     from catalog.models import Product
     from catalog.schemas import ProductItem
     from partner_api.keys import api_key_create
+    from sync.imports import products_import
 
     call_command("migrate", verbosity=0)
     if not Product.objects.filter(stock_code__startswith="BENCH-").exists():

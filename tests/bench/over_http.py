@@ -447,10 +447,10 @@ def seed(size: int, orders: int) -> tuple[str, list[int]]:
     from django.core.management import call_command
     from django.db import connection
 
-    from catalog.imports import products_import
     from catalog.models import Product
     from catalog.schemas import ProductItem
     from partner_api.keys import api_key_create
+    from sync.imports import products_import
     from tests.bench.orders import OrdersBench
 
     call_command("migrate", verbosity=0)

@@ -122,16 +122,16 @@ def instrument(clock: Clock) -> None:
     from django.db import connection
     from rest_framework import renderers
 
-    import catalog.pending
-    import catalog.sync.audit
-    import catalog.sync.changes
-    import catalog.sync.idempotency
-    import catalog.sync.resolve
-    import catalog.sync.service
     import core.bulk
     import partner_api.authentication
     import partner_api.parsers
     import partner_api.products
+    import sync.audit
+    import sync.changes
+    import sync.idempotency
+    import sync.pending
+    import sync.resolve
+    import sync.service
     from partner_api.product_schemas import BatchSyncRequest, ItemSyncRequest
 
     parsers = partner_api.parsers
@@ -152,9 +152,9 @@ def instrument(clock: Clock) -> None:
     )
     if hasattr(views, "plain_batch"):  # absent from code before 2026-11-26 (A/B runs)
         views.plain_batch = clock.wrap("validation (msgspec, plain records)", views.plain_batch)
-    idempotency = catalog.sync.idempotency
+    idempotency = sync.idempotency
     idempotency.body_hash = clock.wrap("body hash (canonical JSON + sha256)", idempotency.body_hash)
-    service = catalog.sync.service
+    service = sync.service
     service.products_sync = clock.wrap("sync service: transaction, retry", service.products_sync)
     views.SyncView.replayable_bytes = clock.wrap(
         "raw-body replay: read the body", views.SyncView.replayable_bytes
@@ -171,7 +171,7 @@ def instrument(clock: Clock) -> None:
         (idempotency, "claim_or_stored", "sync service: idempotency claim"),
         (service, "resolve", "sync service: resolve keys (Python)"),
         (service, "changes", "sync service: changes and history rows (Python)"),
-        (catalog.sync.audit, "record", "sync service: audit row (ORM)"),
+        (sync.audit, "record", "sync service: audit row (ORM)"),
         (service, "bulk_update_rows", "bulk update (Python)"),
         (service, "bulk_insert_rows", "bulk insert (Python)"),
         (service, "pending_close_for_synced", "pending keys (Python)"),
@@ -182,15 +182,15 @@ def instrument(clock: Clock) -> None:
         "SQL COPY (into a temporary table, or history rows)", core.bulk._copy
     )
     core.bulk.select_rows = clock.wrap("select rows (Python)", core.bulk.select_rows)
-    catalog.sync.resolve.select_rows = core.bulk.select_rows
-    if hasattr(catalog.sync.changes, "select_rows"):  # code before 2026-11-26 (A/B runs)
-        catalog.sync.changes.select_rows = core.bulk.select_rows
+    sync.resolve.select_rows = core.bulk.select_rows
+    if hasattr(sync.changes, "select_rows"):  # code before 2026-11-26 (A/B runs)
+        sync.changes.select_rows = core.bulk.select_rows
     try:  # absent from code before 2026-11-26 (A/B runs)
-        import catalog.sync.catalogue
+        import sync.catalogue
 
-        catalog.sync.catalogue.select_rows = core.bulk.select_rows
-        catalog.sync.catalogue.stored_values = clock.wrap(
-            "catalogue fields: kept or read (Python)", catalog.sync.catalogue.stored_values
+        sync.catalogue.select_rows = core.bulk.select_rows
+        sync.catalogue.stored_values = clock.wrap(
+            "catalogue fields: kept or read (Python)", sync.catalogue.stored_values
         )
     except (ImportError, AttributeError):
         pass
@@ -205,9 +205,9 @@ def instrument(clock: Clock) -> None:
 def seed(size: int) -> str:
     from django.core.management import call_command
 
-    from catalog.imports import products_import
     from catalog.schemas import ProductItem
     from partner_api.keys import api_key_create
+    from sync.imports import products_import
 
     call_command("migrate", verbosity=0)
     products_import(items=[ProductItem.model_validate(full_item(i, 1)) for i in range(size)])

@@ -286,9 +286,9 @@ class Bench:
         return response.json()
 
     def seed_products(self) -> None:
-        from catalog.imports import products_import
         from catalog.models import Product
         from catalog.schemas import ProductItem
+        from sync.imports import products_import
 
         Product.objects.all().delete()
         items = [ProductItem.model_validate(full_item(i, 1)) for i in range(self.size)]

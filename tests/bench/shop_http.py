@@ -257,9 +257,9 @@ def seed(products: int) -> tuple[str, str]:
     from django.core.management import call_command
     from django.db import connection
 
-    from catalog.imports import products_import
     from catalog.schemas import ProductItem
     from partner_api.keys import api_key_create
+    from sync.imports import products_import
 
     call_command("migrate", verbosity=0)
     products_import(
@@ -282,8 +282,8 @@ def open_booked_reservations(count: int, *, booked_at: datetime) -> None:
     acknowledgements leave them, written in bulk so that setting up a round takes a moment."""
     from django.db import connection, transaction
 
-    from catalog.models import Reservation
-    from catalog.reservations import reservations_recount
+    from stock.models import Reservation
+    from stock.services import reservations_recount
     from orders.models import Order, OrderItem
     from orders.states import OrderSource, OrderStatus, PartnerStatus
 
@@ -353,7 +353,7 @@ def _product_ids_by_code(codes: list[str]):
 
 
 def open_reservation_count() -> int:
-    from catalog.models import Reservation
+    from stock.models import Reservation
 
     return Reservation.objects.filter(state="open", booked_at__isnull=False).count()
 

@@ -11,15 +11,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog.models import (
-    PendingProduct,
-    Product,
-    ProductHistory,
-    Reservation,
-    SyncAudit,
-    SyncControl,
-)
-from catalog.sync.pause import sync_pause_set
+from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, SyncControl
+from stock.models import Reservation
+from sync.pause import sync_pause_set
 from tests.factories import PendingProductFactory, ProductFactory
 from tests.orders.factories import OrderFactory
 
@@ -747,7 +741,7 @@ class TestShopStock:
         assert product.safety_buffer == 1
 
     def test_the_reservations_list_filters_and_searches(self, boss_client, placed):
-        url = reverse("admin:catalog_reservation_changelist")
+        url = reverse("admin:stock_reservation_changelist")
 
         def listed(query):
             response = boss_client.get(url, query)
@@ -771,7 +765,7 @@ class TestShopStock:
         reservation = Reservation.objects.get(order__order_number="W-501")
         assert reservation.state == Reservation.State.CONSUMED
 
-        page = boss_client.get(reverse("admin:catalog_reservation_change", args=(reservation.pk,)))
+        page = boss_client.get(reverse("admin:stock_reservation_change", args=(reservation.pk,)))
 
         assert page.status_code == 200
         html = page.content.decode()
@@ -783,7 +777,7 @@ class TestShopStock:
         self, boss_client, operator_client, placed
     ):
         reservation = Reservation.objects.get(order__order_number="W-502")
-        change_url = reverse("admin:catalog_reservation_change", args=(reservation.pk,))
+        change_url = reverse("admin:stock_reservation_change", args=(reservation.pk,))
         for client in (boss_client, operator_client):
             page = client.get(change_url)
             assert page.status_code == 200
@@ -791,8 +785,8 @@ class TestShopStock:
             assert (
                 client.post(change_url, {"quantity": "99", "state": "released"}).status_code == 403
             )
-            assert client.get(reverse("admin:catalog_reservation_add")).status_code == 403
-            delete_url = reverse("admin:catalog_reservation_delete", args=(reservation.pk,))
+            assert client.get(reverse("admin:stock_reservation_add")).status_code == 403
+            delete_url = reverse("admin:stock_reservation_delete", args=(reservation.pk,))
             assert client.post(delete_url, {"post": "yes"}).status_code == 403
         reservation.refresh_from_db()
         assert (reservation.quantity, reservation.state) == (2, Reservation.State.OPEN)

@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from catalog.models import ProductHistory, Reservation
+from catalog.models import ProductHistory
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.shop.helpers import ack_url, line, order_body, place
 
@@ -133,7 +134,7 @@ def _pages(product, order_id, reservation):
     return {
         "order": reverse("admin:orders_order_change", args=(order_id,)),
         "product": reverse("admin:catalog_product_change", args=(product.pk,)),
-        "reservation": reverse("admin:catalog_reservation_change", args=(reservation.pk,)),
+        "reservation": reverse("admin:stock_reservation_change", args=(reservation.pk,)),
     }
 
 

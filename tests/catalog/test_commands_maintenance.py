@@ -11,17 +11,11 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework_api_key.models import APIKey
 
-from catalog.models import (
-    IdempotencyRecord,
-    PendingProduct,
-    Product,
-    ProductHistory,
-    Reservation,
-    SyncAudit,
-)
+from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
+from stock.models import Reservation
 from catalog.selectors import sync_dashboard_figures
-from catalog.sync.pause import sync_pause_set
 from partner_api.keys import api_key_create
+from sync.pause import sync_pause_set
 from tests.factories import (
     IdempotencyRecordFactory,
     PendingProductFactory,

@@ -187,7 +187,7 @@ def test_a_product_committed_after_a_batchs_second_look_resolves_its_pending_key
     # The last window: the batch has looked for NEW twice and found nothing; the import then
     # creates NEW before the batch records NEW as pending and commits. The import must wait for
     # the batch (and resolve the key), or the key stays open for a product that exists.
-    import catalog.sync.resolve as resolve
+    import sync.resolve as resolve
 
     ProductFactory(stock_code="OLD", ean="", shop_quantity=1)
     catalogue = tmp_path / "new.json"

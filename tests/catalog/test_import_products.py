@@ -184,7 +184,7 @@ def test_large_file_in_chunks(tmp_path):
 def test_a_database_failure_that_outlasts_the_retries_is_a_clear_error(tmp_path, monkeypatch):
     from django.db import OperationalError
 
-    from catalog.management.commands import import_products
+    from sync.management.commands import import_products
 
     def still_locked(**kwargs):
         raise OperationalError("deadlock detected")

@@ -11,15 +11,15 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog.imports import products_import
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
-from catalog.pending import (
+from catalog.schemas import ProductItem
+from sync.imports import products_import
+from sync.pending import (
     pending_create_products,
     pending_dismiss,
     pending_rematch_all,
     pending_resolve_for_products,
 )
-from catalog.schemas import ProductItem
 from tests.factories import PendingProductFactory, ProductFactory
 
 pytestmark = pytest.mark.django_db
@@ -312,8 +312,8 @@ class TestSyncClosesPendingKeys:
     ):
         # Every way of finding the open keys: reading them all, or asking by stock code (many
         # open keys, or few stock codes in the sync).
-        monkeypatch.setattr("catalog.pending.OPEN_SCAN_LIMIT", scan_limit)
-        monkeypatch.setattr("catalog.pending.FEW_CODES", few_codes)
+        monkeypatch.setattr("sync.pending.OPEN_SCAN_LIMIT", scan_limit)
+        monkeypatch.setattr("sync.pending.FEW_CODES", few_codes)
         PendingProductFactory(stock_code="OTHER-1")
         first = ProductFactory(stock_code="AM-1", ean="8590000000103")
         ProductFactory(stock_code="AM-1", ean="8590000000110")

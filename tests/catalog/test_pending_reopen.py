@@ -3,7 +3,7 @@
 import pytest
 
 from catalog.models import PendingProduct
-from catalog.pending import pending_rematch_all
+from sync.pending import pending_rematch_all
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, post_sync
 

@@ -220,7 +220,7 @@ def test_a_plain_batch_through_the_api_is_validated_natively(api_client, monkeyp
 
 
 def test_the_optional_fields_of_records_are_read_as_by_name():
-    from catalog.sync.rows import items_untracked, untracked_values
+    from sync.rows import items_untracked, untracked_values
 
     products = [full_item(i, name=None, weight_kg=1.5 + i) for i in range(4)]
     records = plain_items(products)

@@ -6,8 +6,8 @@ import pytest
 
 from catalog.models import PendingProduct, Product, SyncAudit
 from catalog.schemas import ProductItem
-from catalog.sync.call import ItemsRefused, SyncClient, SyncResult
-from catalog.sync.service import products_sync
+from sync.call import ItemsRefused, SyncClient, SyncResult
+from sync.service import products_sync
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item
 

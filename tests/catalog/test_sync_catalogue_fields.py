@@ -55,7 +55,7 @@ def test_items_that_leave_the_catalogue_out_change_nothing(api_client, catalogue
 
 
 # With the products' own document time, the catalogue fields come with the locked rows; without
-# a document time they are read afterwards (catalog.sync.rows.read_fields): the same outcome.
+# a document time they are read afterwards (sync.rows.read_fields): the same outcome.
 @pytest.mark.parametrize("posted_at", [POSTED, None], ids=["same document time", "no time"])
 def test_only_the_products_whose_catalogue_changes_are_written(api_client, catalogue, posted_at):
     before = _stamps()

@@ -1,5 +1,5 @@
 """A document sent again takes the catalogue fields it compares from the values the worker kept
-with each row's version (`catalog.sync.catalogue`), and never from a version that is gone."""
+with each row's version (`sync.catalogue`), and never from a version that is gone."""
 
 from decimal import Decimal
 
@@ -7,10 +7,10 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from catalog.imports import products_import
 from catalog.models import Product, ProductHistory
 from catalog.schemas import ProductItem
-from catalog.sync import catalogue
+from sync import catalogue
+from sync.imports import products_import
 from tests.factories import full_item
 from tests.partner_api.sync_helpers import post_sync
 

@@ -13,7 +13,7 @@ from orders.models import Order
 from tests.factories import ProductFactory
 from tests.orders.factories import OrderItemFactory, order_with_items
 
-PROJECT_APPS = ("catalog", "orders", "plants")
+PROJECT_APPS = ("catalog", "stock", "sync", "orders", "plants")
 # Name parts that are abbreviations or units: the generated label ("Eshop price", "Dot code",
 # "Api key name", "Duration ms") is wrong for them.
 ABBREVIATIONS = {

@@ -133,7 +133,7 @@ def test_a_single_sale_row_in_csv_goes_through_the_single_item_operation(service
 def test_a_paused_service_fails_the_document_after_the_first_chunk(service, tmp_path):
     rows = [row(f"SM-{i:05d}", 50 + i) for i in range(10, 22)]
     service.django(
-        "from catalog.sync.pause import sync_pause_set\n"
+        "from sync.pause import sync_pause_set\n"
         "sync_pause_set(paused=True, by='stock.taker', reason='stock take')\n"
     )
     try:
@@ -142,7 +142,7 @@ def test_a_paused_service_fails_the_document_after_the_first_chunk(service, tmp_
         )
     finally:
         service.django(
-            "from catalog.sync.pause import sync_pause_set\n"
+            "from sync.pause import sync_pause_set\n"
             "sync_pause_set(paused=False, by='stock.taker')\n"
         )
 

@@ -41,7 +41,7 @@ def set_pause(s, paused: bool) -> None:
         "shell",
         "--no-imports",
         "-c",
-        "from catalog.sync.pause import sync_pause_set\n"
+        "from sync.pause import sync_pause_set\n"
         f"sync_pause_set(paused={paused}, by='e2e', reason='stock take')\n",
     )
 

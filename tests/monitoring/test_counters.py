@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from catalog.sync.pause import sync_pause_set
+from sync.pause import sync_pause_set
 from tests.factories import ProductFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.orders.factories import OrderFactory

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog.models import Reservation
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.shop.helpers import cancel_url, line, order_body, place
@@ -63,7 +63,7 @@ def test_open_reservations_their_orders_and_the_oldest_age(boss_client, shop_cli
     oldest = _cell(response, "dash-reservations-oldest")
     assert oldest.startswith("3 hours, 5 minutes old (made ")
     assert timezone.localtime(made).strftime("%Y-%m-%d %H:%M") in oldest
-    link = reverse("admin:catalog_reservation_changelist") + "?state__exact=open&amp;o=1"
+    link = reverse("admin:stock_reservation_changelist") + "?state__exact=open&amp;o=1"
     assert f'<a href="{link}">6</a>' in response.content.decode()
     # The metrics gauges say the same.
     settings.METRICS_TOKEN = TOKEN

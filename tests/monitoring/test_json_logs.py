@@ -91,7 +91,7 @@ def _log_one_line(log_format: str) -> subprocess.CompletedProcess:
     }
     code = (
         "import django, logging; django.setup(); "
-        "logging.getLogger('catalog.sync.service').warning('one\\ntwo %s', 3)"
+        "logging.getLogger('sync.service').warning('one\\ntwo %s', 3)"
     )
     return subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
@@ -106,14 +106,14 @@ def test_log_format_json_writes_json_objects():
     # The handler's filter escapes control characters for every format: one line, one record.
     assert entry["message"] == "one\\ntwo 3"
     assert entry["level"] == "WARNING"
-    assert entry["logger"] == "catalog.sync.service"
+    assert entry["logger"] == "sync.service"
     assert "time" in entry
 
 
 def test_text_stays_the_default():
     done = _log_one_line("")
     assert done.returncode == 0, done.stderr
-    assert " WARNING catalog.sync.service [-] one\\ntwo 3" in done.stderr
+    assert " WARNING sync.service [-] one\\ntwo 3" in done.stderr
     with pytest.raises(json.JSONDecodeError):
         json.loads(done.stderr.splitlines()[0])
 

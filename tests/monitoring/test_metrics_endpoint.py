@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from catalog.models import PendingProduct, SyncAudit
-from catalog.sync.pause import sync_pause_set
+from sync.pause import sync_pause_set
 from tests.factories import PendingProductFactory, SyncAuditFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.orders.factories import OrderFactory

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from catalog.models import Reservation
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place

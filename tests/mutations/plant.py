@@ -87,8 +87,8 @@ class Outcome:
         return bool(self.caught_by)
 
 
-RESERVATIONS = "catalog/reservations.py"
-SYNC_SERVICE = "catalog/sync/service.py"
+RESERVATIONS = "stock/services.py"
+SYNC_SERVICE = "sync/service.py"
 PLACEMENT_PY = "orders/placement.py"
 SERVICES = "orders/services.py"
 STATES = "orders/states.py"

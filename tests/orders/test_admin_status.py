@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from catalog.models import Reservation
+from stock.models import Reservation
 from orders.models import Order, OrderStatusChange
 from orders.services import StatusChangeRefused, order_status_set_by_staff
 from orders.states import STATUS_TRANSITIONS, OrderStatus, status_change_allowed

@@ -1,8 +1,9 @@
 import pytest
 from django.urls import reverse
 
-from catalog import demo as catalog_demo
-from catalog.models import Product, Reservation
+from sync import demo as catalog_demo
+from catalog.models import Product
+from stock.models import Reservation
 from orders import demo
 from orders.models import Order
 

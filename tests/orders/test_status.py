@@ -11,7 +11,8 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from catalog.models import Product, Reservation
+from catalog.models import Product
+from stock.models import Reservation
 from orders.models import Order, OrderStatusChange
 from orders.states import STATUS_TRANSITIONS
 from tests.factories import ProductFactory

@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from catalog.models import Product, Reservation
+from catalog.models import Product
+from stock.models import Reservation
 from orders.models import OrderStatusChange
 from tests.factories import ProductFactory
 from tests.orders.factories import OrderFactory, OrderItemFactory

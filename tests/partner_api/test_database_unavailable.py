@@ -19,7 +19,7 @@ def _connection_lost(*args, **kwargs):
 def test_a_sync_whose_database_fails_is_503(api_client, monkeypatch):
     ProductFactory(stock_code="A", ean="", shop_quantity=1)
     # Inside the sync's transaction, after authentication and validation.
-    monkeypatch.setattr("catalog.sync.resolve.select_rows", _connection_lost)
+    monkeypatch.setattr("sync.resolve.select_rows", _connection_lost)
     response = post_sync(api_client, {"products": [item("A", shop_quantity=9)]})
     assert response.status_code == 503
     assert response.json() == {"detail": "The database is unavailable; retry later."}

@@ -100,6 +100,6 @@ def test_the_admin_shows_the_demo_s_reserved_and_salable_stock_at_once(client):
     assert response.status_code == 200
     listed = {p.stock_code: (p.reserved, p.salable) for p in response.context["cl"].result_list}
     assert listed == {"PT-205-55-16-W": (3, 9), "PT-225-45-17-S": (1, 2)}
-    reservations = client.get("/admin/catalog/reservation/")
+    reservations = client.get("/admin/stock/reservation/")
     assert reservations.status_code == 200
     assert len(reservations.context["cl"].result_list) == 4

@@ -6,7 +6,7 @@ import pytest
 from django.core import serializers
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
-from catalog.sync.pause import sync_pause_set
+from sync.pause import sync_pause_set
 from tests.factories import PendingProductFactory, ProductFactory, full_item
 from tests.partner_api.sync_helpers import item, post_sync
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from catalog.models import SyncAudit
-from catalog.sync.pause import sync_pause_set
+from sync.pause import sync_pause_set
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item
 

@@ -1,5 +1,5 @@
 """Every outcome of the two sync operations leaves exactly one audit row, and the row is written
-by the sync's one recorder (`catalog.sync.audit.record`), whatever answered the call."""
+by the sync's one recorder (`sync.audit.record`), whatever answered the call."""
 
 import json
 
@@ -10,8 +10,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from catalog.models import SyncAudit
-from catalog.sync import audit
-from catalog.sync.pause import sync_pause_set
+from sync import audit
+from sync.pause import sync_pause_set
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item
 

@@ -7,7 +7,7 @@ import rfc8785
 from django.urls import reverse
 
 from catalog.models import IdempotencyRecord, Product, SyncAudit
-from catalog.sync.idempotency import body_hash
+from sync.idempotency import body_hash
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, post_sync
 

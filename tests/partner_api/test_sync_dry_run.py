@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.schemas import VALUE_FIELDS
-from catalog.sync.pause import sync_pause_set
+from sync.pause import sync_pause_set
 from tests.factories import ProductFactory, full_item
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, locs
 

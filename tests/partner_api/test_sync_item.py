@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
-from catalog.sync.pause import sync_pause_set
+from sync.pause import sync_pause_set
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, locs, put_item
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from catalog.models import IdempotencyRecord, Product, ProductHistory, SyncAudit
-from catalog.sync.pause import sync_pause_set
 from partner_api.keys import api_key_create
+from sync.pause import sync_pause_set
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item
 

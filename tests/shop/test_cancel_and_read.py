@@ -3,7 +3,7 @@ order (shop)"), through HTTP."""
 
 import pytest
 
-from catalog.models import Reservation
+from stock.models import Reservation
 from orders.models import Order, OrderStatusChange
 from tests.factories import ProductFactory
 from tests.orders.factories import OrderFactory

@@ -23,7 +23,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 import orders.placement
-from catalog.models import Product, Reservation, SyncAudit
+from catalog.models import Product, SyncAudit
+from stock.models import Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from tests.factories import ProductFactory

@@ -10,7 +10,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from catalog.models import Product, Reservation
+from catalog.models import Product
+from stock.models import Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from tests.factories import ProductFactory

@@ -12,7 +12,8 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from catalog.models import Product, Reservation
+from catalog.models import Product
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.shop.helpers import ack_url, line, order_body, place
 

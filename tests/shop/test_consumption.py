@@ -7,7 +7,8 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from catalog.models import Product, Reservation
+from catalog.models import Product
+from stock.models import Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from tests.factories import ProductFactory
@@ -245,8 +246,17 @@ def test_import_products_and_staff_edits_consume_nothing(api_client, order_id, p
     path.write_text(json.dumps([item(product, 7)]))
     call_command("import_products", str(path))
     assert state(product) == (7, 3, 4)
-    product.shop_quantity = 6
-    product.save()
+    # A staff edit of the level (the stock app's only way to set one outside a sync).
+    from django.utils import timezone
+
+    from stock.models import StockMovement
+    from stock.services import Source, levels_set
+
+    levels_set(
+        {product.pk: 6},
+        source=Source(StockMovement.Reason.STAFF_EDIT, staff_user="admin"),
+        now=timezone.now(),
+    )
     assert state(product) == (6, 3, 3)
     assert Reservation.objects.get(order_id=order_id).state == "open"
 

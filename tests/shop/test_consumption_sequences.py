@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from catalog.models import Product, Reservation
+from catalog.models import Product
+from stock.models import Reservation
 from orders.services import orders_clear_acknowledgement
 from tests.factories import ProductFactory
 from tests.shop.helpers import STOCK_QUERY, ack_url, line, order_body, place

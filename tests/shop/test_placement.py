@@ -8,7 +8,8 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from catalog.models import Product, Reservation
+from catalog.models import Product
+from stock.models import Reservation
 from orders.models import Order, OrderItem
 from tests.factories import ProductFactory
 from tests.shop.helpers import line, order_body, place

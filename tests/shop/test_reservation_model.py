@@ -51,8 +51,9 @@ from hypothesis.stateful import (
 )
 from rest_framework.test import APIClient
 
-import catalog.reservations
-from catalog.models import Product, Reservation
+import stock.services
+from catalog.models import Product
+from stock.models import Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from partner_api.keys import api_key_create
@@ -88,7 +89,7 @@ STEPS = 25
 # A failure is shrunk for at most this long, then reported as far as it got (0: not shrunk,
 # reported as found, as the planting script's measurement runs it).
 SHRINK_SECONDS = float(os.environ.get("MODEL_TEST_SHRINK_SECONDS", 20))
-THRESHOLD = catalog.reservations._PRODUCTS_ASKED_BY_ID
+THRESHOLD = stock.services._PRODUCTS_ASKED_BY_ID
 
 
 @dataclass
@@ -244,7 +245,7 @@ class ReservationMachine(RuleBasedStateMachine):
             raise
 
     def _rollback(self) -> None:
-        catalog.reservations._PRODUCTS_ASKED_BY_ID = THRESHOLD
+        stock.services._PRODUCTS_ASKED_BY_ID = THRESHOLD
         transaction.set_rollback(True)
         self._savepoint.__exit__(None, None, None)
 
@@ -266,7 +267,7 @@ class ReservationMachine(RuleBasedStateMachine):
     def catalogue(self, products, asked_by_id):
         """The products, and how many applied products a sync still asks for by id: the real
         threshold, or 1 so that every batch of two or more reads every booked reservation."""
-        catalog.reservations._PRODUCTS_ASKED_BY_ID = asked_by_id
+        stock.services._PRODUCTS_ASKED_BY_ID = asked_by_id
         for quantity, buffer in products:
             product = ProductFactory(shop_quantity=quantity, safety_buffer=buffer)
             self.model.products.append(
@@ -830,7 +831,7 @@ class ReservationMachine(RuleBasedStateMachine):
             _, stale = self.model.apply_sync(items, posted_at, now)
             _seen(f"sync consumed {min(self.model.consumed() - consumed, 2)}+")
             _seen(f"sync stale {min(stale, 1)}+")
-            if len(items) - stale > catalog.reservations._PRODUCTS_ASKED_BY_ID:
+            if len(items) - stale > stock.services._PRODUCTS_ASKED_BY_ID:
                 _seen("sync over the threshold")
             assert "dry_run" not in answer
             if body["request_id"] is not None:

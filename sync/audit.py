@@ -16,9 +16,9 @@ from django.db import DatabaseError, transaction
 
 from catalog.models import SyncAudit
 from catalog.schemas import SyncContext
-from catalog.sync.call import SyncCall
 from core.problems import Problem
 from core.signals import sync_call_recorded
+from sync.call import SyncCall
 
 logger = logging.getLogger(__name__)
 

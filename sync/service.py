@@ -3,23 +3,20 @@
 `sync_call` is what the API calls: a replay of the exact bytes, else the body read (by the
 caller's reader), a replay of a retry validation alone would refuse, else `products_sync`.
 `products_sync` applies validated items in one transaction, in the named steps of
-`_sync_attempt`. Every outcome leaves its one audit row through `catalog.sync.audit`; a
+`_sync_attempt`. Every outcome leaves its one audit row through `sync.audit`; a
 refusal's row is left by whoever answers it, with the status it answers.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from catalog.models import Product, ProductHistory, SyncAudit, SyncControl
-from catalog.pending import pending_close_for_synced, pending_record
-from catalog.reservations import reservations_consume
 from catalog.schemas import (
     OPTIONAL_FIELDS,
     TRACKED_FIELDS,
@@ -27,17 +24,20 @@ from catalog.schemas import (
     ProductItem,
     SyncContext,
 )
-from catalog.sync import audit, idempotency
-from catalog.sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
-from catalog.sync.changes import changes, field_changes, report
-from catalog.sync.history import HISTORY_FIELDS, history_from_table, history_rows
-from catalog.sync.pause import PAUSED_MESSAGE, sync_paused
-from catalog.sync.resolve import Resolution, resolve
-from catalog.sync.rows import read_fields, reads_location
-from catalog.sync.rules import request_problems, unresolved_problem
 from core.bulk import bulk_insert_rows, bulk_update_rows, uses_copy
 from core.problems import Problem
 from core.retry import run_with_retry
+from stock.models import StockMovement
+from stock.services import Source, levels_from_table, levels_set, reservations_consume
+from sync import audit, idempotency
+from sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
+from sync.changes import changes, field_changes, report
+from sync.history import HISTORY_FIELDS, history_from_table, history_rows
+from sync.pause import PAUSED_MESSAGE, sync_paused
+from sync.pending import pending_close_for_synced, pending_record
+from sync.resolve import Resolution, resolve
+from sync.rows import read_fields, reads_location
+from sync.rules import request_problems, unresolved_problem
 
 
 @dataclass(frozen=True)
@@ -303,9 +303,26 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         stale=len(found.stale_keys),
     )
     history = {"audit": audit_row.pk, "changed_at": now, "source": "sync", "posted_at": posted_at}
-    # Many rows: the database writes the history from the old and new values side by side,
-    # without sending every changed value back and forth.
+    # Each changed product's level in the default warehouse is the stock app's to write and
+    # record, with the product's `shop_quantity` (the sum of its levels).
+    stock = Source(
+        StockMovement.Reason.SYNC,
+        sync_audit_id=audit_row.pk,
+        request_id=request.request_id,
+        posted_at=posted_at,
+    )
+    # Many rows: the database writes the history and the levels from the old and new values
+    # side by side, without sending every changed value back and forth.
     in_sql = uses_copy(updates)
+    # The update's temporary table (dropped at commit), for the history and the levels.
+    loaded = []
+    if not in_sql:
+        levels_set(
+            [(row[0], row[_QUANTITY]) for row in updates],
+            source=stock,
+            now=now,
+            posted_at=posted_at,
+        )
     bulk_update_rows(
         Product,
         VALUE_FIELDS,
@@ -314,11 +331,18 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
         changed_only=(*VALUE_FIELDS, "posted_at"),
         constants={"posted_at": posted_at, "updated_at": now},
-        before=functools.partial(history_from_table, constants=history) if in_sql else None,
+        before=(lambda _cursor, table: loaded.append(table)) if in_sql else None,
         previous=TRACKED_FIELDS,
         located=located,
+        # The level, and the product's figure that sums the levels, are the stock app's.
+        not_written=("shop_quantity",),
     )
-    if not in_sql:
+    if loaded:
+        # After the products' update, which finds each row where it was read (a level's
+        # update moves its product's row).
+        with connection.cursor() as cursor:
+            _history_and_levels(cursor, loaded[0], history=history, stock=stock, now=now)
+    elif not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
     # Every applied product, changed or not: its figures from this document time on include
     # the orders the partner system booked by then.
@@ -327,6 +351,8 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         document_time=posted_at or now,
         audit_id=audit_row.pk,
         now=now,
+        request_id=request.request_id,
+        posted_at=posted_at,
     )
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
@@ -340,6 +366,24 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
     )
     return found.result(received=len(request.items), request_id=request.request_id)
+
+
+# The position of `shop_quantity` in an update row (after the product's id).
+_QUANTITY = 1 + VALUE_FIELDS.index("shop_quantity")
+
+
+def _history_and_levels(cursor, table: str, *, history: dict, stock: Source, now) -> None:
+    """From the products' update's temporary table: the history rows, then each changed
+    product's level and its movement."""
+    history_from_table(cursor, table, constants=history)
+    levels_from_table(
+        cursor,
+        table,
+        quantity_column=Product._meta.get_field("shop_quantity").column,
+        source=stock,
+        now=now,
+        posted_at=stock.posted_at,
+    )
 
 
 def _dry_run(request: _Sync, resolution: Resolution) -> SyncResult:

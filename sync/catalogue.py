@@ -37,7 +37,8 @@ import weakref
 from django.db import connection
 
 from catalog.models import Product
-from catalog.sync.rows import (
+from core.bulk import select_rows
+from sync.rows import (
     POSTED_AT,
     SAME,
     TRACKED_END,
@@ -45,7 +46,6 @@ from catalog.sync.rows import (
     row_pk,
     row_untracked,
 )
-from core.bulk import select_rows
 
 # More than a whole batch. About 1.4 KB a fully populated product: 11.5 MB of a worker's memory
 # when full.

@@ -24,10 +24,10 @@ from django.db import connection
 from django.utils import timezone
 
 from catalog.models import IdempotencyRecord, SyncAudit
-from catalog.sync import audit
-from catalog.sync.call import SyncCall, SyncResult
 from core.canonical import canonical_digest
 from core.retry import run_with_retry
+from sync import audit
+from sync.call import SyncCall, SyncResult
 
 # A member "request_id" whose value is not null, as it appears in the raw bytes.
 NAMES_A_REQUEST_ID = re.compile(rb'"request_id"[ \t\r\n]*+:[ \t\r\n]*+(?!null)')

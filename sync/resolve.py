@@ -8,18 +8,18 @@ from dataclasses import dataclass, field
 
 from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product
-from catalog.pending import lock_stock_codes
 from catalog.schemas import ProductItem
-from catalog.sync import catalogue as stored_catalogue
-from catalog.sync.rows import (
+from core.bulk import select_rows
+from core.problems import Problem
+from sync import catalogue as stored_catalogue
+from sync.pending import lock_stock_codes
+from sync.rows import (
     READ,
     READ_WITH_CATALOGUE,
     item_ean,
     item_stock_code,
     row_computed,
 )
-from core.bulk import select_rows
-from core.problems import Problem
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Resolution:
     unresolved: list[tuple[ProductItem, str]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     # With `catalogue`: the stored untracked fields of the matched products that hold the
-    # request's time, by id (`catalog.sync.catalogue.stored_values`).
+    # request's time, by id (`sync.catalogue.stored_values`).
     catalogue: dict[int, tuple] = field(default_factory=dict)
 
 
@@ -43,7 +43,7 @@ def resolve(
     """Match each item to its product, locking the products in primary-key order.
 
     The rows read hold the product's document time compared with `posted_at` (the request's)
-    in place of the time itself (`catalog.sync.rows.POSTED_AT`). With `catalogue` (a real call
+    in place of the time itself (`sync.rows.POSTED_AT`). With `catalogue` (a real call
     with a document time) the resolution holds the untracked fields of the matched products
     that hold that time.
     """
@@ -144,9 +144,9 @@ class _Read:
 
     fields: Sequence[str]
     posted_at: object
-    # Each row's location too, last (`catalog.sync.rows.reads_location`).
+    # Each row's location too, last (`sync.rows.reads_location`).
     location: bool = False
-    # Each row's version too, after the fields (`catalog.sync.catalogue`).
+    # Each row's version too, after the fields (`sync.catalogue`).
     version: bool = False
 
 

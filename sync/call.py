@@ -50,7 +50,7 @@ class ItemsRefused(Refused):
 
     `call` names the call for its audit row, `unknown` the unknown or ambiguous keys it
     recorded (a single item's). The refusal's audit row is left by whoever answers it (the
-    answer's status is theirs to give), with `catalog.sync.audit.record_refusal`.
+    answer's status is theirs to give), with `sync.audit.record_refusal`.
     """
 
     def __init__(self, problems: list[Problem], *, call: SyncCall | None = None, unknown: int = 0):

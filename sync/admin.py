@@ -10,30 +10,26 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten
 from django.core.exceptions import PermissionDenied
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Count, Exists, OuterRef
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from catalog.models import (
-    PendingProduct,
-    Product,
-    ProductHistory,
-    Reservation,
-    SyncAudit,
-    SyncControl,
-)
-from catalog.pending import (
+from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, SyncControl
+from core.display import DecimalInput, admin_decimal, local_time
+from core.text import NO_NUL_PATTERN
+from orders.states import OrderStatus
+from stock.models import Reservation, StockMovement
+from stock.services import Source, levels_set
+from sync.pause import sync_pause_set
+from sync.pending import (
     pending_create_products,
     pending_dismiss,
     pending_resolve_for_products,
 )
-from catalog.sync.pause import sync_pause_set
-from core.display import DecimalInput, admin_decimal, local_time
-from core.text import NO_NUL_PATTERN
-from orders.states import OrderStatus
 
 admin.site.site_header = "Stock synchronization back-office"
 admin.site.site_title = "Stock synchronization"
@@ -427,9 +423,21 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         )
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
         if change:
+            super().save_model(request, obj, form, change)
             return
+        # A new product's first figure is a staff edit of its level in the default warehouse.
+        quantity, obj.shop_quantity = obj.shop_quantity, 0
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            levels_set(
+                {obj.pk: quantity},
+                source=Source(
+                    StockMovement.Reason.STAFF_EDIT, staff_user=request.user.get_username()
+                ),
+                now=timezone.now(),
+            )
+        obj.shop_quantity = quantity
         resolved = pending_resolve_for_products(products=[obj], by=request.user.get_username())
         if resolved:
             obj.refresh_from_db()

@@ -17,8 +17,8 @@ from django.db.models import DecimalField
 
 from catalog.models import Product, ProductHistory
 from catalog.schemas import TRACKED_FIELDS, ProductItem
-from catalog.sync.rows import row_tracked, tracked_values
 from core.bulk import previous_column
+from sync.rows import row_tracked, tracked_values
 
 HISTORY_FIELDS = ("product", "field", "old_value", "new_value")
 _text = ProductHistory.value_text

@@ -10,8 +10,8 @@ from django.conf import settings
 
 from catalog.models import PendingProduct
 from catalog.schemas import ProductItem
-from catalog.sync.rows import item_ean, item_stock_code
 from core.problems import Problem
+from sync.rows import item_ean, item_stock_code
 
 
 def sync_max_items() -> int:

@@ -3,10 +3,10 @@ from pathlib import Path
 from django.core.management.base import CommandError
 from django.db import DatabaseError
 
-from catalog.files import read_product_items
-from catalog.imports import products_import
-from catalog.sync.call import ItemsRefused
 from core.management.imports import FileImportCommand
+from sync.call import ItemsRefused
+from sync.files import read_product_items
+from sync.imports import products_import
 
 
 class Command(FileImportCommand):

@@ -11,10 +11,10 @@ from decimal import Decimal
 from typing import Any
 
 from catalog.schemas import VALUE_FIELDS, ProductItem
-from catalog.sync.call import SyncResult
-from catalog.sync.catalogue import read_untracked
-from catalog.sync.resolve import Resolution
-from catalog.sync.rows import (
+from sync.call import SyncResult
+from sync.catalogue import read_untracked
+from sync.resolve import Resolution
+from sync.rows import (
     LATER,
     POSTED_AT,
     SAME,
@@ -98,7 +98,7 @@ def changes(
     or a request without posted_at, keeps the stored value): a product where nothing would
     change is neither sent nor written. The rows hold the tracked fields; with a request time,
     `catalogue` holds the other fields of the products that hold that time, by id
-    (`catalog.sync.resolve.Resolution.catalogue`); without one the other fields are read
+    (`sync.resolve.Resolution.catalogue`); without one the other fields are read
     (already locked) only for the products whose tracked fields stay, which a batch of stock
     levels rarely has. Optional fields that were not sent stay None in the update row and keep
     their stored value there.

@@ -24,6 +24,8 @@ from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.schemas import TRACKED_FIELDS, ProductItem
 from core.bulk import bulk_insert_rows, bulk_update_rows
 from core.locks import lock_names
+from stock.models import StockMovement
+from stock.services import Source, levels_set
 
 HISTORY_SOURCE = "pending"
 SYNC_RESOLVER = "sync"
@@ -184,15 +186,38 @@ def _apply_payload(
                 posted_at=pending.posted_at,
             )
         )
-        setattr(product, name, new)
+        if name != "shop_quantity":
+            setattr(product, name, new)
     # The product now holds this document's state, and so its time.
     dated = pending.posted_at is not None and product.posted_at != pending.posted_at
     if dated:
         product.posted_at = pending.posted_at
     if history or dated:
         product.updated_at = now
-        product.save(update_fields=(*TRACKED_FIELDS, "posted_at", "updated_at"))
+        product.save(update_fields=(*_CATALOGUE_TRACKED, "posted_at", "updated_at"))
     ProductHistory.objects.bulk_create(history)
+    # The level (and the product's figure) is the stock app's to write and record.
+    levels_set(
+        {product.pk: item.shop_quantity},
+        source=_pending_source(pending, audit_id),
+        now=now,
+        posted_at=pending.posted_at,
+    )
+    product.shop_quantity = Product.objects.values_list("shop_quantity", flat=True).get(
+        pk=product.pk
+    )
+
+
+_CATALOGUE_TRACKED = tuple(name for name in TRACKED_FIELDS if name != "shop_quantity")
+
+
+def _pending_source(pending: PendingProduct, audit_id: int | None) -> Source:
+    return Source(
+        StockMovement.Reason.PENDING_KEY_RESOLVED,
+        sync_audit_id=audit_id,
+        request_id=pending.last_request_id,
+        posted_at=pending.posted_at,
+    )
 
 
 def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCreateResult:
@@ -209,7 +234,7 @@ def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCr
             .filter(pk__in=list(pending_ids), state=PendingProduct.State.OPEN)
             .order_by("pk")
         )
-        to_create: list[tuple[PendingProduct, Product]] = []
+        to_create: list[tuple[PendingProduct, Product, int]] = []
         existing: list[Product] = []
         for pending in pendings:
             if pending.reason == PendingProduct.Reason.AMBIGUOUS:
@@ -231,20 +256,29 @@ def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCr
                 existing.extend(found)
                 result.resolved += 1
                 continue
-            product = Product(ean=pending.ean, stock_code=pending.stock_code, **item.values())
-            to_create.append((pending, product))
+            values = item.values()
+            quantity = values.pop("shop_quantity")
+            product = Product(ean=pending.ean, stock_code=pending.stock_code, **values)
+            to_create.append((pending, product, quantity))
         if existing:
             pending_resolve_for_products(products=existing, by=by)
         now = timezone.now()
-        for pending, product in to_create:
+        for pending, product, quantity in to_create:
             product.save(force_insert=True)
+            levels_set(
+                {product.pk: quantity},
+                source=_pending_source(pending, _source_audit_id(pending)),
+                now=now,
+                posted_at=pending.posted_at,
+            )
+            product.shop_quantity = quantity
             pending.state = PendingProduct.State.RESOLVED
             pending.resolved_product = product
             pending.resolved_at = now
             pending.resolved_by = by
             result.created.append(product)
         PendingProduct.objects.bulk_update(
-            [pending for pending, _ in to_create],
+            [pending for pending, _, _ in to_create],
             ("state", "resolved_product", "resolved_at", "resolved_by"),
         )
         # A product without EAN may also answer other open keys with its stock_code.

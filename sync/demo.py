@@ -1,8 +1,8 @@
 """Demo catalogue for `manage.py demo`."""
 
-from catalog.imports import products_import
 from catalog.models import Product
 from catalog.schemas import ProductItem
+from sync.imports import products_import
 
 DEMO_PRODUCTS = [
     {

@@ -10,6 +10,6 @@
 - `audit`: the one recorder of every outcome's audit row;
 - `pause`: the pause switch.
 
-Pending keys are recorded and resolved by `catalog.pending`; the catalogue import is
-`catalog.imports`.
+Pending keys are recorded and resolved by `sync.pending`; the catalogue import is
+`sync.imports`.
 """

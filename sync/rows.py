@@ -15,9 +15,9 @@ from catalog.schemas import OPTIONAL_FIELDS, TRACKED_FIELDS, VALUE_FIELDS
 # it compares in Python (a real call the tracked fields; a dry run every field). The other value
 # fields of a real call's products (UNTRACKED_FIELDS) are compared only where the tracked ones
 # and the time all stay: with a document time, for the products that hold that same time, whose
-# fields come from the values a worker keeps (`catalog.sync.catalogue`) or else with the locked
+# fields come from the values a worker keeps (`sync.catalogue`) or else with the locked
 # read (READ_WITH_CATALOGUE: null unless the product holds the time, `row_computed`); without
-# one, read later for the products whose tracked fields stay (`catalog.sync.changes`).
+# one, read later for the products whose tracked fields stay (`sync.changes`).
 READ = ("posted_at", *TRACKED_FIELDS)
 UNTRACKED_FIELDS = tuple(name for name in VALUE_FIELDS if name not in TRACKED_FIELDS)
 READ_WITH_CATALOGUE = (*READ, *UNTRACKED_FIELDS)

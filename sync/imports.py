@@ -9,12 +9,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from catalog.models import Product
-from catalog.pending import lock_stock_codes, pending_resolve_for_products
 from catalog.schemas import VALUE_FIELDS, ProductItem
-from catalog.sync.call import ItemsRefused
-from catalog.sync.rules import duplicate_key_problems
 from core.bulk import select_rows
 from core.retry import run_with_retry
+from stock.models import StockMovement
+from stock.services import Source, levels_set
+from sync.call import ItemsRefused
+from sync.pending import lock_stock_codes, pending_resolve_for_products
+from sync.rules import duplicate_key_problems
 
 IMPORT_CHUNK = 1000
 
@@ -23,6 +25,9 @@ IMPORT_CHUNK = 1000
 class ImportResult:
     created: int
     updated: int
+
+
+_CATALOGUE_FIELDS = tuple(name for name in VALUE_FIELDS if name != "shop_quantity")
 
 
 def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
@@ -64,21 +69,29 @@ def _import_attempt(items: Sequence[ProductItem]) -> ImportResult:
         now = timezone.now()
         new_products = []
         changed = []
+        # The levels are the stock app's to write and record, with the products' figures.
+        quantities = []
         for item in items:
             values = item.values()
+            quantity = values.pop("shop_quantity")
             product = existing.get(item.key)
             if product is None:
-                new_products.append(
-                    Product(ean=item.ean or "", stock_code=item.stock_code, **values)
-                )
+                product = Product(ean=item.ean or "", stock_code=item.stock_code, **values)
+                new_products.append(product)
             else:
                 for name, value in values.items():
                     setattr(product, name, value)
                 product.updated_at = now
                 changed.append(product)
+            quantities.append((product, quantity))
         Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)
         Product.objects.bulk_update(
-            changed, (*VALUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
+            changed, (*_CATALOGUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
+        )
+        levels_set(
+            [(product.pk, quantity) for product, quantity in quantities],
+            source=Source(StockMovement.Reason.IMPORT),
+            now=now,
         )
         for i in range(0, len(codes), IMPORT_CHUNK):
             pending_resolve_for_products(

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from catalog.pending import pending_rematch_all
+from sync.pending import pending_rematch_all
 
 
 class Command(BaseCommand):

@@ -5,9 +5,9 @@ from pathlib import Path
 import pydantic
 
 from catalog.schemas import ProductItem
-from catalog.sync.rules import duplicate_key_problems
 from core.files import FileInvalid, read_valid_records
 from core.problems import nothing_imported
+from sync.rules import duplicate_key_problems
 
 BOOLEAN_FIELDS = frozenset(
     name

@@ -1,0 +1,623 @@
+"""The only writers of stock: levels per product and warehouse, reservations, and the movements
+that record why each figure moved.
+
+A level holds the partner system's absolute figure for a product in one warehouse
+(`levels_set`, `levels_from_table`), and the units of the open reservations pinned there. A
+reservation is a row with its own state (open, consumed, released), never a hidden decrement
+of the partner system's figure. `Product.shop_quantity` and `Product.reserved` are the sums of
+the selling warehouses' levels, rewritten in the same transaction as every change, so the sums
+and the levels never disagree.
+
+Every change of a level's quantity or reserved units is recorded as a `StockMovement` with its
+reason and source. Every writer here runs inside its caller's transaction, with the products'
+rows locked by the caller (placement, sync, imports, pending keys, staff) or locked here in
+primary-key order (release, booking), so that concurrent writers queue instead of deadlocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+
+from catalog.models import Product
+from core.bulk import bulk_insert_rows, bulk_update_rows
+from stock.models import Reservation, StockLevel, StockMovement, Warehouse
+
+State = Reservation.State
+Reason = StockMovement.Reason
+Kind = StockMovement.Kind
+# Up to this many applied products, the sync's question names them; a larger batch reads every
+# booked open reservation (few beside a batch's thousands of products) and picks its own.
+_PRODUCTS_ASKED_BY_ID = 500
+# The most products one statement names.
+_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class Source:
+    """Why stock moves, and who or what moved it, as each movement records it."""
+
+    reason: str
+    sync_audit_id: int | None = None
+    request_id: str | None = None
+    posted_at: datetime | None = None
+    order_id: int | None = None
+    order_number: str = ""
+    staff_user: str = ""
+
+    def columns(self, now: datetime) -> dict:
+        return {
+            "reason": self.reason,
+            "sync_audit": self.sync_audit_id,
+            "request_id": self.request_id,
+            "posted_at": self.posted_at,
+            "order": self.order_id,
+            "order_number": self.order_number,
+            "staff_user": self.staff_user,
+            "created_at": now,
+        }
+
+
+_MOVEMENT_FIELDS = ("product", "warehouse", "kind", "before", "after")
+
+
+def default_warehouse() -> Warehouse:
+    """The warehouse named by `DEFAULT_WAREHOUSE`, made when it does not exist (as `migrate`
+    makes it): stock sent without a warehouse always has a home."""
+    code = settings.DEFAULT_WAREHOUSE
+    warehouse = Warehouse.objects.filter(code=code).first()
+    if warehouse is None:
+        warehouse, _ = Warehouse.objects.get_or_create(code=code, defaults={"name": code})
+    return warehouse
+
+
+def default_warehouse_id() -> int:
+    return default_warehouse().pk
+
+
+def warehouse_save(
+    code: str,
+    *,
+    name: str | None = None,
+    sells: bool | None = None,
+    priority: int | None = None,
+    lead_time_days: int | None = None,
+) -> tuple[Warehouse, bool]:
+    """Create the warehouse `code`, or change the given attributes of the existing one;
+    returns it and whether it was created. Validated as the admin validates it."""
+    warehouse = Warehouse.objects.filter(code=code).first()
+    created = warehouse is None
+    if created:
+        warehouse = Warehouse(code=code, name=name or code)
+    elif name:
+        warehouse.name = name
+    for attribute, value in (
+        ("sells", sells),
+        ("priority", priority),
+        ("lead_time_days", lead_time_days),
+    ):
+        if value is not None:
+            setattr(warehouse, attribute, value)
+    warehouse.full_clean(validate_unique=created)
+    warehouse.save()
+    if not created:
+        # Selling or not changes which levels the products' figures sum.
+        _products_resum(
+            set(StockLevel.objects.filter(warehouse=warehouse).values_list("product_id", flat=True))
+        )
+    return warehouse, created
+
+
+# ---------------------------------------------------------------------------------------------
+# Levels: the partner system's absolute figures
+
+
+def levels_set(
+    entries: Mapping[int, int] | Iterable[tuple[int, int]],
+    *,
+    source: Source,
+    now: datetime,
+    posted_at: datetime | None = None,
+    warehouse_id: int | None = None,
+) -> set[int]:
+    """Set each (product_id, quantity) as the product's level in the warehouse (the default
+    one when none is named), the products already locked by the caller; `posted_at`, when
+    given, becomes each level's document time. Records a movement for each quantity that
+    changes and keeps the products' `shop_quantity` the sum of their selling levels. Returns
+    the ids of the products whose level changed."""
+    wanted = dict(entries)
+    if not wanted:
+        return set()
+    warehouse_id = warehouse_id or default_warehouse_id()
+    if len(wanted) > _CHUNK:
+        # SQLite caps a statement's parameters: a catalogue import goes a chunk at a time.
+        pairs = list(wanted.items())
+        moved = set()
+        for start in range(0, len(pairs), _CHUNK):
+            moved |= levels_set(
+                pairs[start : start + _CHUNK],
+                source=source,
+                now=now,
+                posted_at=posted_at,
+                warehouse_id=warehouse_id,
+            )
+        return moved
+    held = {
+        product_id: (pk, quantity, held_at)
+        for pk, product_id, quantity, held_at in StockLevel.objects.filter(
+            warehouse_id=warehouse_id, product_id__in=list(wanted)
+        ).values_list("pk", "product_id", "quantity", "posted_at")
+    }
+    created, updated, movements = [], [], []
+    for product_id, quantity in wanted.items():
+        level = held.get(product_id)
+        if level is None:
+            created.append(
+                StockLevel(
+                    product_id=product_id,
+                    warehouse_id=warehouse_id,
+                    quantity=quantity,
+                    posted_at=posted_at,
+                    updated_at=now,
+                )
+            )
+            movements.append((product_id, warehouse_id, Kind.QUANTITY, None, quantity))
+            continue
+        pk, before, held_at = level
+        if before != quantity or (posted_at is not None and held_at != posted_at):
+            updated.append((pk, quantity))
+        if before != quantity:
+            movements.append((product_id, warehouse_id, Kind.QUANTITY, before, quantity))
+    if created:
+        StockLevel.objects.bulk_create(created)
+    bulk_update_rows(
+        StockLevel,
+        ("quantity",),
+        updated,
+        constants={"posted_at": posted_at, "updated_at": now},
+        keep_when_null=("posted_at",),
+    )
+    bulk_insert_rows(StockMovement, _MOVEMENT_FIELDS, movements, constants=source.columns(now))
+    moved = {row[0] for row in movements}
+    _products_resum(moved, reserved=False)
+    return moved
+
+
+def levels_from_table(
+    cursor,
+    table: str,
+    *,
+    quantity_column: str,
+    source: Source,
+    now: datetime,
+    posted_at: datetime | None,
+    warehouse_id: int | None = None,
+) -> None:
+    """`levels_set` for the many products of a sync on PostgreSQL, from the temporary table
+    `table` its update loaded (`id` and the new quantity in `quantity_column`), in one statement:
+    each level is inserted or changed and each change recorded, without the values travelling
+    back and forth; each product's `shop_quantity` (the sum of its selling levels) moves by its
+    level's change when the warehouse sells."""
+    warehouse_id = warehouse_id or default_warehouse_id()
+    q = connection.ops.quote_name
+    levels = q(StockLevel._meta.db_table)
+    movements = q(StockMovement._meta.db_table)
+    products = q(Product._meta.db_table)
+    warehouses = q(Warehouse._meta.db_table)
+    constants = source.columns(now)
+    movement_columns = ", ".join(
+        q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
+    )
+    quantity = f"v.{q(quantity_column)}"
+    sql = (
+        "WITH old AS ("
+        f"SELECT v.id AS product_id, {quantity} AS quantity, l.id AS level_id, "
+        "l.quantity AS before, l.posted_at AS held_at "
+        f"FROM {table} AS v LEFT JOIN {levels} AS l "
+        "ON l.product_id = v.id AND l.warehouse_id = %(warehouse)s), "
+        f"added AS (INSERT INTO {levels} "
+        "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
+        "SELECT product_id, %(warehouse)s, quantity, 0, %(posted_at)s, %(now)s FROM old "
+        "WHERE level_id IS NULL), "
+        f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
+        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
+        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
+        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
+        f"summed AS (UPDATE {products} AS p "
+        "SET shop_quantity = p.shop_quantity + o.quantity - COALESCE(o.before, 0) "
+        f"FROM old AS o, {warehouses} AS w WHERE p.id = o.product_id AND w.id = %(warehouse)s "
+        "AND w.sells AND o.before IS DISTINCT FROM o.quantity) "
+        f"INSERT INTO {movements} ({movement_columns}) "
+        f"SELECT product_id, %(warehouse)s, %(kind)s, before, quantity, "
+        + ", ".join(f"%({name})s" for name in constants)
+        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id"
+    )
+    cursor.execute(
+        sql,
+        {
+            "warehouse": warehouse_id,
+            "posted_at": posted_at,
+            "now": now,
+            "kind": Kind.QUANTITY,
+            **constants,
+        },
+    )
+
+
+def _products_resum(product_ids: set[int], *, quantity: bool = True, reserved: bool = True):
+    """Rewrite the products' `shop_quantity` and/or `reserved` as the sums of their levels in
+    the warehouses that sell."""
+    if not product_ids or not (quantity or reserved):
+        return
+
+    def summed(column: str):
+        levels = (
+            StockLevel.objects.filter(product=OuterRef("pk"), warehouse__sells=True)
+            .order_by()
+            .values("product")
+            .annotate(total=Sum(column))
+            .values("total")
+        )
+        return Coalesce(Subquery(levels, output_field=IntegerField()), Value(0))
+
+    figures = {}
+    if quantity:
+        figures["shop_quantity"] = summed("quantity")
+    if reserved:
+        figures["reserved"] = summed("reserved")
+    Product.objects.filter(pk__in=list(product_ids)).update(**figures)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reservations: the units shop orders hold back
+
+
+def reservations_open(
+    *,
+    order_id: int,
+    lines: Sequence[tuple[int, int]],
+    now: datetime,
+    order_number: str = "",
+    warehouse_id: int | None = None,
+) -> None:
+    """Hold `quantity` of each (product_id, quantity) for the order in the warehouse (the
+    default one); products already locked."""
+    warehouse_id = warehouse_id or default_warehouse_id()
+    Reservation.objects.bulk_create(
+        [
+            Reservation(
+                order_id=order_id,
+                product_id=product_id,
+                warehouse_id=warehouse_id,
+                quantity=quantity,
+                created_at=now,
+                changed_at=now,
+                cause="placed by the shop",
+            )
+            for product_id, quantity in lines
+        ]
+    )
+    _recount(
+        {(product_id, warehouse_id) for product_id, _ in lines},
+        source=Source(Reason.PLACEMENT, order_id=order_id, order_number=order_number),
+        now=now,
+    )
+
+
+def reservations_release(
+    *, order_id: int, cause: str, now: datetime, source: Source | None = None
+) -> int:
+    """Give the order's open reservations back to sale; returns the units released."""
+    open_rows = list(
+        Reservation.objects.filter(order_id=order_id, state=State.OPEN).values_list(
+            "pk", "product_id", "warehouse_id", "quantity"
+        )
+    )
+    if not open_rows:
+        return 0
+    product_ids = sorted({product_id for _, product_id, _, _ in open_rows})
+    # The products first, in id order, as every other writer of `reserved` takes them.
+    list(Product.objects.select_for_update().filter(pk__in=product_ids).order_by("pk").values("pk"))
+    Reservation.objects.filter(pk__in=[row[0] for row in open_rows], state=State.OPEN).update(
+        state=State.RELEASED, changed_at=now, cause=cause
+    )
+    _recount(
+        {(product_id, warehouse_id) for _, product_id, warehouse_id, _ in open_rows},
+        source=source or Source(Reason.SHOP_CANCELLATION, order_id=order_id),
+        now=now,
+    )
+    return sum(row[3] for row in open_rows)
+
+
+def reservations_book(
+    *, order_id: int, booked_at: datetime, now: datetime, order_number: str = ""
+) -> int:
+    """From `booked_at` on, the partner system's figures count the order.
+
+    A figure that counts it may have arrived first: each open reservation whose level (its
+    product in its warehouse) already holds a document time (stored by a sync) at or after
+    `booked_at` is consumed at once, so the order is never subtracted twice while the level
+    waits for its next sync. Returns the reservations consumed.
+    """
+    pinned = set(
+        Reservation.objects.filter(order_id=order_id, state=State.OPEN).values_list(
+            "product_id", "warehouse_id"
+        )
+    )
+    if not pinned:
+        return 0
+    product_ids = sorted({product_id for product_id, _ in pinned})
+    # The products first, in id order, as every other writer of `reserved` takes them: a sync
+    # of one of them either committed its document time before this reads it, or waits and
+    # then sees the booking.
+    list(Product.objects.select_for_update().filter(pk__in=product_ids).order_by("pk").values("pk"))
+    held = StockLevel.objects.filter(
+        product_id__in=product_ids, posted_at__isnull=False, posted_at__gte=booked_at
+    ).values_list("product_id", "warehouse_id", "posted_at")
+    counted = {
+        (product_id, warehouse_id): posted_at
+        for product_id, warehouse_id, posted_at in held
+        if (product_id, warehouse_id) in pinned
+    }
+    Reservation.objects.filter(order_id=order_id, state=State.OPEN).update(
+        booked_at=booked_at,
+        changed_at=now,
+        cause=f"booked by the partner system from {booked_at.isoformat()}",
+    )
+    consumed = 0
+    for document_time in sorted(set(counted.values())):
+        at_time = [pair for pair, held_at in counted.items() if held_at == document_time]
+        pairs = Q()
+        for product_id, warehouse_id in at_time:
+            pairs |= Q(product_id=product_id, warehouse_id=warehouse_id)
+        consumed += Reservation.objects.filter(pairs, order_id=order_id, state=State.OPEN).update(
+            state=State.CONSUMED,
+            changed_at=now,
+            cause=(
+                f"in the partner system's figures of {document_time.isoformat()}, held when "
+                "the order was acknowledged"
+            ),
+        )
+    if counted:
+        _recount(
+            set(counted),
+            source=Source(Reason.CONSUMPTION, order_id=order_id, order_number=order_number),
+            now=now,
+        )
+    return consumed
+
+
+def reservations_unbook(
+    *, order_ids: Iterable[int], now: datetime, cause: str, by: str = ""
+) -> None:
+    """The partner system's acknowledgement was taken back: no figure counts the orders. The
+    units stay reserved; each reservation's change is recorded (reserved before = after)."""
+    order_ids = list(order_ids)
+    rows = list(
+        Reservation.objects.filter(order_id__in=order_ids, state=State.OPEN).values_list(
+            "product_id", "warehouse_id", "order_id", "order__order_number"
+        )
+    )
+    if not rows:
+        return
+    Reservation.objects.filter(order_id__in=order_ids, state=State.OPEN).update(
+        booked_at=None, changed_at=now, cause=cause
+    )
+    reserved = dict(
+        ((product_id, warehouse_id), units)
+        for product_id, warehouse_id, units in StockLevel.objects.filter(
+            product_id__in={row[0] for row in rows}
+        ).values_list("product_id", "warehouse_id", "reserved")
+    )
+    movements = [
+        (product_id, warehouse_id, Kind.RESERVED, units, units, order_id, order_number)
+        for product_id, warehouse_id, order_id, order_number in sorted(set(rows))
+        for units in [reserved.get((product_id, warehouse_id), 0)]
+    ]
+    bulk_insert_rows(
+        StockMovement,
+        (*_MOVEMENT_FIELDS, "order", "order_number"),
+        movements,
+        constants={
+            "reason": Reason.UNBOOKING,
+            "staff_user": by,
+            "created_at": now,
+        },
+    )
+
+
+def reservations_consume(
+    *,
+    product_ids: Iterable[int],
+    document_time: datetime,
+    audit_id: int | None,
+    now: datetime,
+    request_id: str | None = None,
+    posted_at: datetime | None = None,
+    warehouse_id: int | None = None,
+) -> int:
+    """A sync applied these (locked) products' levels in the warehouse (the default one) with
+    figures from `document_time`: the open reservations pinned there and booked at or before it
+    are in those figures now. Returns how many."""
+    applied = set(product_ids)
+    warehouse_id = warehouse_id or default_warehouse_id()
+    booked = Reservation.objects.filter(
+        state=State.OPEN,
+        warehouse_id=warehouse_id,
+        booked_at__isnull=False,
+        booked_at__lte=document_time,
+    )
+    if len(applied) <= _PRODUCTS_ASKED_BY_ID:
+        # A single item or a small batch asks for its own products' reservations (the partial
+        # index of open ones by product), however many other orders wait to be consumed.
+        booked = booked.filter(product_id__in=applied)
+    booked = list(booked.values_list("pk", "product_id"))
+    if not booked:
+        return 0
+    consumed = [(pk, product_id) for pk, product_id in booked if product_id in applied]
+    if not consumed:
+        return 0
+    cause = f"in the partner system's figures of {document_time.isoformat()}"
+    pks = [pk for pk, _ in consumed]
+    source = Source(
+        Reason.CONSUMPTION, sync_audit_id=audit_id, request_id=request_id, posted_at=posted_at
+    )
+    if connection.vendor == "postgresql":
+        return _consume_subtracting(
+            pks, document_time=document_time, audit_id=audit_id, now=now, cause=cause, source=source
+        )
+    # The conditions again: an acknowledgement taken back (unbooked) after the read above
+    # committed while this statement waited for the row; the row as it is now decides.
+    count = Reservation.objects.filter(
+        pk__in=pks,
+        state=State.OPEN,
+        booked_at__isnull=False,
+        booked_at__lte=document_time,
+    ).update(state=State.CONSUMED, changed_at=now, sync_audit_id=audit_id, cause=cause)
+    _recount({(product_id, warehouse_id) for _, product_id in consumed}, source=source, now=now)
+    return count
+
+
+def _consume_subtracting(
+    pks: list[int],
+    *,
+    document_time: datetime,
+    audit_id: int | None,
+    now: datetime,
+    cause: str,
+    source: Source,
+) -> int:
+    """`reservations_consume`'s writes on PostgreSQL, in one statement: the reservations that
+    are still open and booked by `document_time` (the rows as they are when locked decide, as
+    above) are consumed, exactly their units leave their levels' and their products'
+    `reserved`, and each level's change is recorded.
+
+    The same result as summing each level's open reservations again (`_recount`), which the
+    products' row locks, held by the sync, make exact: every other writer of a product's open
+    reservations takes its row first. The sum would have to walk the index of open
+    reservations past every entry a consumed one left until VACUUM clears it.
+    """
+    q = connection.ops.quote_name
+    reservations = q(Reservation._meta.db_table)
+    products = q(Product._meta.db_table)
+    levels = q(StockLevel._meta.db_table)
+    warehouses = q(Warehouse._meta.db_table)
+    movements = q(StockMovement._meta.db_table)
+    constants = source.columns(now)
+    movement_columns = ", ".join(
+        q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
+    )
+    sql = (
+        f"WITH consumed AS (UPDATE {reservations} SET state = %(consumed)s, changed_at = %(now)s, "
+        "sync_audit_id = %(audit)s, cause = %(cause)s "
+        "WHERE id = ANY(%(pks)s) AND state = %(open)s AND booked_at IS NOT NULL "
+        "AND booked_at <= %(document_time)s "
+        "RETURNING product_id, warehouse_id, quantity), "
+        "units AS (SELECT product_id, warehouse_id, SUM(quantity) AS units, COUNT(*) AS consumed "
+        "FROM consumed GROUP BY product_id, warehouse_id), "
+        f"levels AS (UPDATE {levels} AS l SET reserved = l.reserved - u.units FROM units AS u "
+        "WHERE l.product_id = u.product_id AND l.warehouse_id = u.warehouse_id "
+        "RETURNING l.product_id, l.warehouse_id, l.reserved + u.units AS before, "
+        "l.reserved AS after), "
+        f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
+        "SELECT product_id, warehouse_id, %(kind)s, before, after, "
+        + ", ".join(f"%({name})s" for name in constants)
+        + " FROM levels), "
+        f"selling AS (SELECT u.product_id, SUM(u.units) AS units, SUM(u.consumed) AS consumed "
+        f"FROM units AS u JOIN {warehouses} AS w ON w.id = u.warehouse_id "
+        "GROUP BY u.product_id, w.sells HAVING w.sells) "
+        f"UPDATE {products} AS p SET reserved = p.reserved - s.units FROM selling AS s "
+        "WHERE p.id = s.product_id RETURNING s.consumed"
+    )
+    params = {
+        "consumed": State.CONSUMED,
+        "now": now,
+        "audit": audit_id,
+        "cause": cause,
+        "pks": pks,
+        "open": State.OPEN,
+        "document_time": document_time,
+        "kind": Kind.RESERVED,
+        **constants,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return sum(count for (count,) in cursor.fetchall())
+
+
+def reservations_recount(*, product_ids: Iterable[int] | None = None) -> None:
+    """Rewrite every level's `reserved` from its open reservations, and the products' sums (all
+    products when none are named); nothing is recorded: nothing moved."""
+    levels = StockLevel.objects.all()
+    if product_ids is not None:
+        product_ids = set(product_ids)
+        levels = levels.filter(product_id__in=product_ids)
+    levels.update(reserved=_open_units())
+    products = (
+        Product.objects.all() if product_ids is None else Product.objects.filter(pk__in=product_ids)
+    )
+    _products_resum(set(products.values_list("pk", flat=True)), quantity=False)
+
+
+def _open_units():
+    units = (
+        Reservation.objects.filter(
+            product=OuterRef("product"), warehouse=OuterRef("warehouse"), state=State.OPEN
+        )
+        .order_by()
+        .values("product", "warehouse")
+        .annotate(units=Sum("quantity"))
+        .values("units")
+    )
+    return Coalesce(Subquery(units, output_field=IntegerField()), Value(0))
+
+
+def _recount(pairs: set[tuple[int, int]], *, source: Source, now: datetime) -> None:
+    """Rewrite the `reserved` of these (product, warehouse) levels from their open
+    reservations, record each change, and the products' sums."""
+    if not pairs:
+        return
+    product_ids = {product_id for product_id, _ in pairs}
+    in_pairs = Q()
+    for product_id, warehouse_id in pairs:
+        in_pairs |= Q(product_id=product_id, warehouse_id=warehouse_id)
+    before = {
+        (product_id, warehouse_id): (pk, reserved)
+        for pk, product_id, warehouse_id, reserved in StockLevel.objects.filter(
+            in_pairs
+        ).values_list("pk", "product_id", "warehouse_id", "reserved")
+    }
+    missing = pairs - set(before)
+    if missing:
+        # A level that holds reservations but was never sent a figure: quantity 0.
+        StockLevel.objects.bulk_create(
+            [
+                StockLevel(product_id=product_id, warehouse_id=warehouse_id, updated_at=now)
+                for product_id, warehouse_id in sorted(missing)
+            ]
+        )
+    open_units = dict(
+        ((product_id, warehouse_id), units)
+        for product_id, warehouse_id, units in Reservation.objects.filter(
+            in_pairs, state=State.OPEN
+        )
+        .order_by()
+        .values("product_id", "warehouse_id")
+        .annotate(units=Sum("quantity"))
+        .values_list("product_id", "warehouse_id", "units")
+    )
+    movements = []
+    for pair in sorted(pairs):
+        old = before.get(pair, (None, 0))[1]
+        new = open_units.get(pair, 0)
+        if old != new:
+            StockLevel.objects.filter(product_id=pair[0], warehouse_id=pair[1]).update(reserved=new)
+            movements.append((*pair, Kind.RESERVED, old, new))
+    bulk_insert_rows(StockMovement, _MOVEMENT_FIELDS, movements, constants=source.columns(now))
+    _products_resum(product_ids, quantity=False)
