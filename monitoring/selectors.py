@@ -10,7 +10,8 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from catalog.models import Reservation, SyncAudit
+from catalog.models import SyncAudit
+from stock.models import Reservation
 from catalog.selectors import reservations_open_summary
 from orders.models import Order
 

@@ -1,7 +1,7 @@
 """The product synchronization operations: batch (1) and single item (2).
 
 The view reads the request (who calls, the query, and a reader of the body), makes one call of
-`catalog.sync.service.sync_call`, and renders its result. A refusal (every 4xx answer, 401, 413
+`sync.service.sync_call`, and renders its result. A refusal (every 4xx answer, 401, 413
 and 429 included) leaves its audit row through the sync's one recorder, with the status given.
 """
 
@@ -18,11 +18,6 @@ from rest_framework import exceptions, parsers
 from rest_framework.response import Response
 
 from catalog.schemas import SyncContext
-from catalog.sync.audit import problems_summary, record_refusal
-from catalog.sync.call import SyncCall, SyncClient, SyncResult
-from catalog.sync.idempotency import names_a_request_id
-from catalog.sync.rules import sync_limit_problem
-from catalog.sync.service import SyncBody, SyncInput, sync_call
 from config.middleware import after_response_sent
 from core.problems import Problem, Refused
 from partner_api.base import (
@@ -43,6 +38,11 @@ from partner_api.product_schemas import (
     SyncResponse,
     plain_batch,
 )
+from sync.audit import problems_summary, record_refusal
+from sync.call import SyncCall, SyncClient, SyncResult
+from sync.idempotency import names_a_request_id
+from sync.rules import sync_limit_problem
+from sync.service import SyncBody, SyncInput, sync_call
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ DEMO_SHOP_KEY_NAME = "demo-shop"
 def demo_seeds():
     """The `seed` of every installed app's own `demo` module, in the order of INSTALLED_APPS.
 
-    Each app keeps its demo data beside its code (catalog/demo.py, orders/demo.py, ...): a
+    Each app keeps its demo data beside its code (sync/demo.py, orders/demo.py, ...): a
     `seed()` that loads it once and returns the lines to show.
     """
     for app in apps.get_app_configs():
