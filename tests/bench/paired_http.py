@@ -10,7 +10,9 @@ DATABASE_URL=postgres://postgres@127.0.0.1:5432/stock_sync_ab \
 
 The scenario is the connector's unchanged document (`over_http.py`'s "nothing changes"): 5000
 items, each request a new `request_id` with the same `posted_at` and stock levels, so neither
-server writes a product and the two share the catalogue without disturbing each other. Both run
+server writes a product and the two share the catalogue without disturbing each other. With
+`--changing`, each request carries new levels (quantity + 3 each time, `i % 3` apart), so every
+item's level changes every time. Both run
 with `gunicorn.conf.py` and `--workers` workers; the order of the pair swaps every round. No
 floor: the ratio of the two medians is the result. This checkout migrates the database: the
 other must be a commit with the same migrations.
@@ -63,6 +65,11 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=40, help="timed rounds")
     parser.add_argument("--size", type=int, default=5000, help="items per batch")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of each")
+    parser.add_argument(
+        "--changing",
+        action="store_true",
+        help="every request changes every item's stock level (a new quantity each time)",
+    )
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
@@ -87,7 +94,12 @@ def main() -> None:
     }
     warm = 3
     bodies = iter(
-        batch_body(args.size, 4000, request_id=f"AB-{n:05d}", posted_at=POSTED_AT)
+        batch_body(
+            args.size,
+            4000 + (3 * n if args.changing else 0),
+            request_id=f"AB-{n:05d}",
+            posted_at=POSTED_AT,
+        )
         for n in range(2 * (args.pairs + warm))
     )
     times: dict[str, list[float]] = {"old": [], "new": []}
@@ -102,8 +114,9 @@ def main() -> None:
                 elapsed = post(servers[name], next(bodies))
                 if n >= 0:
                     times[name].append(elapsed)
+    scenario = "changing" if args.changing else "unchanged"
     print(
-        f"# {args.pairs} pairs of the unchanged {args.size}-item document, {args.workers} workers"
+        f"# {args.pairs} pairs of the {scenario} {args.size}-item document, {args.workers} workers"
     )
     for name, root in (("old", old_root), ("new", ROOT)):
         print(f"{name} ({root}): median {statistics.median(times[name]) * 1000:.1f} ms")

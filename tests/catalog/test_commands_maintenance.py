@@ -12,9 +12,10 @@ from django.utils import timezone
 from rest_framework_api_key.models import APIKey
 
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
-from stock.models import Reservation
 from catalog.selectors import sync_dashboard_figures
 from partner_api.keys import api_key_create
+from stock.models import Reservation
+from stock.services import default_warehouse
 from sync.pause import sync_pause_set
 from tests.factories import (
     IdempotencyRecordFactory,
@@ -163,6 +164,7 @@ def test_purge_keeps_the_reservations_an_old_audit_consumed():
     reservation = Reservation.objects.create(
         product=ProductFactory(),
         order=OrderFactory(),
+        warehouse=default_warehouse(),
         quantity=2,
         state=Reservation.State.CONSUMED,
         sync_audit=old,

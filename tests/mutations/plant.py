@@ -100,8 +100,14 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 RESERVATIONS,
-                "state=State.OPEN, booked_at__isnull=False, booked_at__lte=document_time",
-                "state=State.OPEN, booked_at__isnull=False, booked_at__lt=document_time",
+                "        warehouse_id=warehouse_id,\n"
+                "        booked_at__isnull=False,\n"
+                "        booked_at__lte=document_time,\n"
+                "    )\n",
+                "        warehouse_id=warehouse_id,\n"
+                "        booked_at__isnull=False,\n"
+                "        booked_at__lt=document_time,\n"
+                "    )\n",
             ),
         ),
         (CONSUMPTION, CONSUMPTION_MORE, MODEL),
@@ -112,13 +118,12 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 RESERVATIONS,
-                "from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value\n",
-                "from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value\n",
-            ),
-            Substitution(
-                RESERVATIONS,
-                "state=State.OPEN, booked_at__isnull=False, booked_at__lte=document_time",
-                "Q(booked_at__isnull=True) | Q(booked_at__lte=document_time), state=State.OPEN",
+                "        warehouse_id=warehouse_id,\n"
+                "        booked_at__isnull=False,\n"
+                "        booked_at__lte=document_time,\n"
+                "    )\n",
+                "        warehouse_id=warehouse_id,\n"
+                "    ).filter(Q(booked_at__isnull=True) | Q(booked_at__lte=document_time))\n",
             ),
             Substitution(
                 RESERVATIONS,
@@ -130,8 +135,10 @@ PLANTS: tuple[Plant, ...] = (
             ),
             Substitution(
                 RESERVATIONS,
-                "AND state = %s AND booked_at IS NOT NULL AND booked_at <= %s ",
-                "AND state = %s AND (booked_at IS NULL OR booked_at <= %s) ",
+                '"WHERE id = ANY(%(pks)s) AND state = %(open)s AND booked_at IS NOT NULL "\n'
+                '        "AND booked_at <= %(document_time)s "',
+                '"WHERE id = ANY(%(pks)s) AND state = %(open)s "\n'
+                '        "AND (booked_at IS NULL OR booked_at <= %(document_time)s) "',
             ),
         ),
         (CONSUMPTION, CONSUMPTION_MORE, MODEL),
@@ -205,8 +212,8 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 RESERVATIONS,
-                'Reservation.objects.filter(product=OuterRef("pk"), state=State.OPEN)',
-                'Reservation.objects.filter(product=OuterRef("pk"))',
+                "Reservation.objects.filter(\n            in_pairs, state=State.OPEN\n        )",
+                "Reservation.objects.filter(\n            in_pairs\n        )",
             ),
         ),
         (CANCEL, CONSUMPTION, MODEL),

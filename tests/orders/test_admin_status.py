@@ -8,10 +8,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from stock.models import Reservation
 from orders.models import Order, OrderStatusChange
 from orders.services import StatusChangeRefused, order_status_set_by_staff
 from orders.states import STATUS_TRANSITIONS, OrderStatus, status_change_allowed
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.orders.factories import OrderFactory

@@ -1,11 +1,11 @@
 import pytest
 from django.urls import reverse
 
-from sync import demo as catalog_demo
 from catalog.models import Product
-from stock.models import Reservation
 from orders import demo
 from orders.models import Order
+from stock.models import Reservation
+from sync import demo as catalog_demo
 
 pytestmark = pytest.mark.django_db
 

@@ -11,10 +11,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from catalog.models import Product
-from stock.models import Reservation
 from orders.models import Order, OrderStatusChange
 from orders.states import STATUS_TRANSITIONS
+from stock.models import Reservation
+from stock.services import reservations_recount
 from tests.factories import ProductFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.orders.factories import OrderFactory
@@ -283,7 +283,7 @@ class TestCancellationReleasesReservations:
     def test_consumed_reservations_stay_consumed(self, api_client, placed):
         order_id, product = placed(quantity=2)
         Reservation.objects.filter(order_id=order_id).update(state="consumed")
-        Product.objects.filter(pk=product.pk).update(reserved=0)
+        reservations_recount(product_ids=[product.pk])
 
         assert report(api_client, order_id, "cancelled").status_code == 200
 

@@ -6,9 +6,9 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from catalog.models import Product
-from stock.models import Reservation
 from orders.models import OrderStatusChange
+from stock.models import Reservation
+from stock.services import default_warehouse, reservations_recount
 from tests.factories import ProductFactory
 from tests.orders.factories import OrderFactory, OrderItemFactory
 
@@ -46,8 +46,10 @@ def test_shipped_and_cancelled_at_once_one_wins_the_other_is_409(api_key):
         product = ProductFactory(shop_quantity=10)
         order = OrderFactory(acknowledged=True, source="shop")
         OrderItemFactory(order=order, stock_code=product.stock_code, ean=product.ean, quantity=4)
-        Reservation.objects.create(product=product, order=order, quantity=4)
-        Product.objects.filter(pk=product.pk).update(reserved=4)
+        Reservation.objects.create(
+            product=product, warehouse=default_warehouse(), order=order, quantity=4
+        )
+        reservations_recount(product_ids=[product.pk])
 
         results = _report_together(api_key, order.pk, ["shipped", "cancelled"])
 
