@@ -185,7 +185,7 @@ def levels_set(
     )
     bulk_insert_rows(StockMovement, _MOVEMENT_FIELDS, movements, constants=source.columns(now))
     moved = {row[0] for row in movements}
-    _products_resum(moved, reserved=False)
+    _products_resum(moved, reserved=False, now=now)
     return moved
 
 
@@ -230,7 +230,8 @@ def levels_from_table(
         "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
         "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
         f"summed AS (UPDATE {products} AS p "
-        "SET shop_quantity = p.shop_quantity + o.quantity - COALESCE(o.before, 0) "
+        "SET shop_quantity = p.shop_quantity + o.quantity - COALESCE(o.before, 0), "
+        "updated_at = %(now)s "
         f"FROM old AS o, {warehouses} AS w WHERE p.id = o.product_id AND w.id = %(warehouse)s "
         "AND w.sells AND o.before IS DISTINCT FROM o.quantity) "
         f"INSERT INTO {movements} ({movement_columns}) "
@@ -250,9 +251,15 @@ def levels_from_table(
     )
 
 
-def _products_resum(product_ids: set[int], *, quantity: bool = True, reserved: bool = True):
+def _products_resum(
+    product_ids: set[int],
+    *,
+    quantity: bool = True,
+    reserved: bool = True,
+    now: datetime | None = None,
+):
     """Rewrite the products' `shop_quantity` and/or `reserved` as the sums of their levels in
-    the warehouses that sell."""
+    the warehouses that sell (and `updated_at` when `now` is given)."""
     if not product_ids or not (quantity or reserved):
         return
 
@@ -271,6 +278,8 @@ def _products_resum(product_ids: set[int], *, quantity: bool = True, reserved: b
         figures["shop_quantity"] = summed("quantity")
     if reserved:
         figures["reserved"] = summed("reserved")
+    if now is not None:
+        figures["updated_at"] = Value(now)
     Product.objects.filter(pk__in=list(product_ids)).update(**figures)
 
 

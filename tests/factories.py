@@ -128,3 +128,34 @@ def full_item(index: int, **overrides) -> dict:
     }
     item.update(overrides)
     return item
+
+
+def levels_like_products(products) -> None:
+    """Give products made without the factory (bulk_create) their level in the default
+    warehouse, holding their figures, as the stock app would have written it."""
+    from stock.models import StockLevel
+    from stock.services import default_warehouse_id
+
+    warehouse_id = default_warehouse_id()
+    StockLevel.objects.bulk_create(
+        [
+            StockLevel(
+                product_id=product.pk,
+                warehouse_id=warehouse_id,
+                quantity=product.shop_quantity,
+                reserved=product.reserved,
+                posted_at=product.posted_at,
+            )
+            for product in products
+        ]
+    )
+
+
+def stock_set_directly(products, quantity: int) -> None:
+    """Put the products' stock at `quantity` behind every service's back (what a test needs
+    to tell whether a call writes it): the product's figure and its default level alike."""
+    from stock.models import StockLevel
+
+    ids = list(products.values_list("pk", flat=True))
+    products.model.objects.filter(pk__in=ids).update(shop_quantity=quantity)
+    StockLevel.objects.filter(product_id__in=ids).update(quantity=quantity)

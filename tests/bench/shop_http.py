@@ -282,10 +282,10 @@ def open_booked_reservations(count: int, *, booked_at: datetime) -> None:
     acknowledgements leave them, written in bulk so that setting up a round takes a moment."""
     from django.db import connection, transaction
 
-    from stock.models import Reservation
-    from stock.services import reservations_recount
     from orders.models import Order, OrderItem
     from orders.states import OrderSource, OrderStatus, PartnerStatus
+    from stock.models import Reservation
+    from stock.services import reservations_recount
 
     batch = next(_batch_number)
     now = datetime.now(UTC)

@@ -19,12 +19,12 @@ from django.contrib.auth.models import Group, User
 from django.urls import reverse
 from django.utils import timezone
 
-from sync import demo as catalog_demo
 from catalog.models import SyncAudit
 from orders import demo as orders_demo
 from orders.models import Order
 from partner_api.keys import api_key_create
 from plants import demo as plants_demo
+from sync import demo as catalog_demo
 from sync.pause import sync_pause_set
 from tests.factories import SyncAuditFactory
 from tests.orders.factories import OrderFactory

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import PendingProduct, Product, ProductHistory
 from core.bulk import COPY_THRESHOLD
-from tests.factories import ProductFactory
+from tests.factories import ProductFactory, stock_set_directly
 from tests.partner_api.sync_helpers import item, post_sync
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -140,7 +140,7 @@ def test_an_import_beside_a_sync_locks_in_the_same_order_and_never_deadlocks(api
     # rewritten so that it also lies after the second one in the table.
     first = ProductFactory(stock_code="Z-1", ean="", shop_quantity=1)
     second = ProductFactory(stock_code="A-1", ean="", shop_quantity=1)
-    Product.objects.filter(pk=first.pk).update(shop_quantity=2)
+    stock_set_directly(Product.objects.filter(pk=first.pk), 2)
     catalogue = tmp_path / "catalogue.json"
     catalogue.write_text(
         json.dumps([item("A-1", shop_quantity=10), item("Z-1", shop_quantity=10), item("N-1")])

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from catalog.models import Product, ProductHistory
-from tests.factories import ProductFactory, full_item
+from tests.factories import ProductFactory, full_item, stock_set_directly
 from tests.partner_api.sync_helpers import post_sync
 
 pytestmark = pytest.mark.django_db
@@ -104,7 +104,7 @@ def test_a_document_sent_again_writes_only_the_products_that_hold_another_time(
     an import) takes the document's values again."""
     earlier = "2026-02-01T10:00:00+00:00"
     Product.objects.filter(stock_code__in=["SC-000003", "SC-000004"]).update(posted_at=earlier)
-    Product.objects.filter(stock_code="SC-000005").update(shop_quantity=999)
+    stock_set_directly(Product.objects.filter(stock_code="SC-000005"), 999)
     before, history = _stamps(), ProductHistory.objects.count()
 
     response = post_sync(api_client, _batch([full_item(i) for i in range(6)]))

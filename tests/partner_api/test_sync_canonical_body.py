@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from catalog.models import IdempotencyRecord, Product, SyncAudit
 from sync.idempotency import body_hash
-from tests.factories import ProductFactory
+from tests.factories import ProductFactory, stock_set_directly
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, post_sync
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +41,7 @@ def test_a_retry_spelling_a_number_otherwise_is_replayed(api_client, retry_price
     body = {"request_id": "DOC-1", "products": [item("A", shop_quantity=4, catalog_price="@p")]}
     first = _post_raw(api_client, _spelled(body, p="10"))
     assert first.status_code == 200
-    Product.objects.update(shop_quantity=42)
+    stock_set_directly(Product.objects.all(), 42)
 
     retry = _post_raw(api_client, _spelled(body, p=retry_price))
     assert retry.status_code == 200
@@ -55,7 +55,7 @@ def test_a_quantity_written_as_a_float_in_the_retry_is_replayed(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=9)
     body = {"request_id": "DOC-1", "products": [item("A", shop_quantity="@q")]}
     assert _post_raw(api_client, _spelled(body, q="4")).status_code == 200
-    Product.objects.update(shop_quantity=42)
+    stock_set_directly(Product.objects.all(), 42)
     retry = _post_raw(api_client, _spelled(body, q="4.0"))
     assert retry["Idempotent-Replayed"] == "true"
     assert _quantity() == 42
@@ -83,7 +83,7 @@ def test_a_retry_whose_spelling_would_be_refused_afresh_is_replayed(api_client):
     body = {"request_id": "DOC-1", "products": [item("A", ean="@e", shop_quantity=3)]}
     first = _post_raw(api_client, _spelled(body, e="4006381333931"))
     assert first.status_code == 200
-    Product.objects.update(shop_quantity=42)
+    stock_set_directly(Product.objects.all(), 42)
 
     # The connector re-serialised its retry: the EAN became a float, which is refused afresh.
     retry = _post_raw(api_client, _spelled(body, e="4.006381333931e12"))
@@ -103,7 +103,7 @@ def test_a_single_item_retry_whose_spelling_would_be_refused_is_replayed(api_cli
     ProductFactory(stock_code="A", ean="4006381333931", shop_quantity=9)
     body = item("A", ean="@e", shop_quantity=3, request_id="SALE-1")
     assert _post_raw(api_client, _spelled(body, e="4006381333931"), ITEM_URL).status_code == 200
-    Product.objects.update(shop_quantity=42)
+    stock_set_directly(Product.objects.all(), 42)
     retry = _post_raw(api_client, _spelled(body, e="4006381333931.0"), ITEM_URL)
     assert retry.status_code == 200
     assert retry["Idempotent-Replayed"] == "true"
@@ -125,7 +125,7 @@ def test_a_retry_of_a_later_chunk_returns_its_own_answer(api_client):
     answer_1 = post_sync(api_client, chunk_1).json()
     answer_2 = post_sync(api_client, chunk_2).json()
     assert answer_1 != answer_2
-    Product.objects.update(shop_quantity=50)
+    stock_set_directly(Product.objects.all(), 50)
 
     retry_2 = post_sync(api_client, chunk_2)
     assert retry_2["Idempotent-Replayed"] == "true"

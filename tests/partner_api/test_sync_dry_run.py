@@ -11,7 +11,7 @@ from django.urls import reverse
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.schemas import VALUE_FIELDS
 from sync.pause import sync_pause_set
-from tests.factories import ProductFactory, full_item
+from tests.factories import ProductFactory, full_item, stock_set_directly
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, locs
 
 pytestmark = pytest.mark.django_db
@@ -236,7 +236,7 @@ def test_dry_run_of_a_request_that_would_be_replayed_answers_the_stored_response
     ProductFactory(stock_code="A", ean="", shop_quantity=5)
     body = {"products": [item("A", shop_quantity=1), item("GHOST")], "request_id": "DONE"}
     applied = ok(sync(api_client, body, dry_run=None))
-    Product.objects.update(shop_quantity=9)  # what a replay would not undo
+    stock_set_directly(Product.objects.all(), 9)  # what a replay would not undo
 
     response = sync(api_client, body)
 

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
 from partner_api.keys import api_key_create
 from sync.pause import sync_pause_set
-from tests.factories import ProductFactory
+from tests.factories import ProductFactory, stock_set_directly
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, post_sync, put_item
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,7 @@ def test_retry_replays_and_applies_nothing(api_client):
     assert _quantity() == 5
 
     # Newer stock arrives from elsewhere; a late retry of the old document must not undo it.
-    Product.objects.filter(stock_code="A").update(shop_quantity=42)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 42)
     retry = api_client.post(
         reverse(SYNC_URL), data=_reordered(body), content_type="application/json"
     )
@@ -71,7 +71,7 @@ def test_single_item_retry_replays(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     body = item("A", shop_quantity=3, request_id="SALE-1")
     assert put_item(api_client, body).status_code == 200
-    Product.objects.update(shop_quantity=1)
+    stock_set_directly(Product.objects.all(), 1)
     retry = put_item(api_client, body)
     assert retry["Idempotent-Replayed"] == "true"
     assert _quantity() == 1
@@ -92,7 +92,7 @@ def test_another_key_with_same_request_id_and_body_is_applied(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     body = {"request_id": "DOC-1", "products": [item("A", shop_quantity=1)]}
     assert post_sync(api_client, body).status_code == 200
-    Product.objects.update(shop_quantity=50)
+    stock_set_directly(Product.objects.all(), 50)
     other = APIClient()
     other.credentials(HTTP_X_API_KEY=api_key_create(name="second-erp")[1])
     response = post_sync(other, body)
@@ -105,7 +105,7 @@ def test_without_request_id_every_call_is_applied(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     body = {"products": [item("A", shop_quantity=1)]}
     assert post_sync(api_client, body).status_code == 200
-    Product.objects.update(shop_quantity=50)
+    stock_set_directly(Product.objects.all(), 50)
     response = post_sync(api_client, body)
     assert "Idempotent-Replayed" not in response
     assert _quantity() == 1
@@ -160,7 +160,7 @@ def test_record_older_than_retention_is_not_replayed(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     body = {"request_id": "DOC-1", "products": [item("A", shop_quantity=1)]}
     assert post_sync(api_client, body).status_code == 200
-    Product.objects.update(shop_quantity=50)
+    stock_set_directly(Product.objects.all(), 50)
 
     IdempotencyRecord.objects.update(created_at=timezone.now() - timedelta(hours=1))
     assert post_sync(api_client, body)["Idempotent-Replayed"] == "true"
@@ -171,7 +171,7 @@ def test_record_older_than_retention_is_not_replayed(api_client):
     assert "Idempotent-Replayed" not in response
     assert _quantity() == 1
     # The fresh application is what a retry now replays.
-    Product.objects.update(shop_quantity=60)
+    stock_set_directly(Product.objects.all(), 60)
     assert post_sync(api_client, body)["Idempotent-Replayed"] == "true"
     assert _quantity() == 60
 

@@ -10,14 +10,14 @@ from django.urls import reverse
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from core import bulk
-from tests.factories import full_item
+from tests.factories import full_item, levels_like_products
 from tests.partner_api.sync_helpers import SYNC_URL, item, post_sync
 
 pytestmark = pytest.mark.django_db
 
 
 def _products(indexes) -> None:
-    Product.objects.bulk_create(
+    made = Product.objects.bulk_create(
         Product(
             stock_code=f"SC-{i:06d}",
             ean=f"859{i:010d}",
@@ -28,6 +28,7 @@ def _products(indexes) -> None:
         )
         for i in indexes
     )
+    levels_like_products(made)
 
 
 def test_full_batch_of_5000_items_is_applied(api_client):
@@ -99,7 +100,7 @@ def _prices(value) -> dict:
 def _seed(size: int, offset: int) -> None:
     _products(range(offset, offset + size))
     ambiguous = [f"AMB-{offset + p}" for p in range(size) if p % 5 == 1]
-    Product.objects.bulk_create(
+    made = Product.objects.bulk_create(
         Product(
             stock_code=code,
             ean=ean,
@@ -111,6 +112,7 @@ def _seed(size: int, offset: int) -> None:
         for code in ambiguous
         for ean in ("A", "B")
     )
+    levels_like_products(made)
 
 
 def _queries(client, size: int, offset: int) -> int:

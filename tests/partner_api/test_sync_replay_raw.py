@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from catalog.models import IdempotencyRecord, Product, ProductHistory, SyncAudit
 from partner_api.keys import api_key_create
 from sync.pause import sync_pause_set
-from tests.factories import ProductFactory
+from tests.factories import ProductFactory, stock_set_directly
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item
 
 pytestmark = pytest.mark.django_db
@@ -69,7 +69,7 @@ def test_same_bytes_replay_the_stored_answer_before_parsing(api_client):
     assert record.raw_body_hash == xxhash.xxh3_128_hexdigest(raw)
     assert record.context == {**CONTEXT, "posted_at": None}
 
-    Product.objects.filter(stock_code="A").update(shop_quantity=42)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 42)
     with CaptureQueriesContext(connection) as queries:
         retry = _post(api_client, raw)
     assert retry.status_code == 200
@@ -115,7 +115,7 @@ def test_reserialised_retry_still_replays_through_the_canonical_hash(api_client)
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     raw = _batch()
     first = _post(api_client, raw)
-    Product.objects.filter(stock_code="A").update(shop_quantity=42)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 42)
     respelled = json.dumps(json.loads(raw), indent=3, sort_keys=True).encode()
     assert respelled != raw
 
@@ -149,7 +149,7 @@ def test_same_bytes_from_another_key_are_processed(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     raw = _batch()
     assert _post(api_client, raw).status_code == 200
-    Product.objects.filter(stock_code="A").update(shop_quantity=42)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 42)
     other = APIClient()
     other.credentials(HTTP_X_API_KEY=api_key_create(name="other connector")[1])
     response = _post(other, raw)
@@ -162,7 +162,7 @@ def test_retry_is_replayed_while_paused(api_client):
     raw = _batch()
     first = _post(api_client, raw)
     sync_pause_set(paused=True, by="staff", reason="stock take")
-    Product.objects.filter(stock_code="A").update(shop_quantity=42)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 42)
 
     retry = _post(api_client, raw)
     assert retry.status_code == 200
@@ -182,7 +182,7 @@ def test_expired_record_is_not_replayed(api_client):
     ProductFactory(stock_code="A", ean="", shop_quantity=10)
     raw = _batch()
     assert _post(api_client, raw).status_code == 200
-    Product.objects.filter(stock_code="A").update(shop_quantity=50)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 50)
 
     IdempotencyRecord.objects.update(created_at=timezone.now() - timedelta(hours=3))
     response = _post(api_client, raw)
@@ -191,7 +191,7 @@ def test_expired_record_is_not_replayed(api_client):
     assert _quantity() == 5
     # The fresh application took the record over: it is what a retry now replays.
     assert IdempotencyRecord.objects.get().raw_body_hash == xxhash.xxh3_128_hexdigest(raw)
-    Product.objects.filter(stock_code="A").update(shop_quantity=60)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 60)
     assert _post(api_client, raw)["Idempotent-Replayed"] == "true"
     assert _quantity() == 60
     assert _outcomes() == [("applied", 200), ("applied", 200), ("replayed", 200)]
@@ -218,7 +218,7 @@ def test_single_item_same_bytes_replay(api_client):
     ).encode()
     first = _put(api_client, raw)
     assert first.status_code == 200
-    Product.objects.update(shop_quantity=1)
+    stock_set_directly(Product.objects.all(), 1)
     sync_pause_set(paused=True, by="staff")
     retry = _put(api_client, raw)
     assert retry["Idempotent-Replayed"] == "true"
@@ -291,7 +291,7 @@ def test_a_record_kept_with_an_earlier_hash_of_its_bytes_is_still_replayed(api_c
     raw = _batch()
     assert _post(api_client, raw).status_code == 200
     IdempotencyRecord.objects.update(raw_body_hash=hashlib.sha256(raw).hexdigest())
-    Product.objects.filter(stock_code="A").update(shop_quantity=42)
+    stock_set_directly(Product.objects.filter(stock_code="A"), 42)
     retry = _post(api_client, raw)
     assert retry.status_code == 200
     assert retry["Idempotent-Replayed"] == "true"

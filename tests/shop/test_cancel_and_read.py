@@ -3,8 +3,8 @@ order (shop)"), through HTTP."""
 
 import pytest
 
-from stock.models import Reservation
 from orders.models import Order, OrderStatusChange
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.orders.factories import OrderFactory
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, order_url, place

@@ -24,9 +24,9 @@ from rest_framework.test import APIClient
 
 import orders.placement
 from catalog.models import Product, SyncAudit
-from stock.models import Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place
@@ -90,8 +90,8 @@ def stock_checks(monkeypatch) -> dict[int, list[tuple[int, int, int]]]:
     checks: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     original = orders.placement.reservations_open
 
-    def checked(*, order_id, lines, now):
-        original(order_id=order_id, lines=lines, now=now)
+    def checked(*, order_id, lines, now, **kwargs):
+        original(order_id=order_id, lines=lines, now=now, **kwargs)
         for product_id, _ in lines:
             product = Product.objects.get(pk=product_id)
             checks[order_id].append(

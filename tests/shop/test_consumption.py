@@ -8,9 +8,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from catalog.models import Product
-from stock.models import Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.shop.helpers import ack_url, line, order_body, place
 

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from catalog.models import Product
-from stock.models import Reservation
 from orders.services import orders_clear_acknowledgement
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.shop.helpers import STOCK_QUERY, ack_url, line, order_body, place
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from stock.models import Reservation
 from orders.models import Order
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.shop.helpers import STOCK_QUERY, line, order_body, place
 

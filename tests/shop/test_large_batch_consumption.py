@@ -14,7 +14,7 @@ from django.utils import timezone
 import stock.services
 from catalog.models import Product
 from stock.models import Reservation
-from tests.factories import ProductFactory
+from tests.factories import ProductFactory, levels_like_products
 from tests.shop.helpers import STOCK_QUERY, ack_url, line, order_body, place
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +93,7 @@ def test_a_batch_of_501_products_consumes_only_its_own(shop_client, api_client):
     batch = Product.objects.bulk_create(
         ProductFactory.build_batch(size, shop_quantity=5, safety_buffer=0)
     )
+    levels_like_products(batch)
     kept = _placed_and_booked(shop_client, api_client, outside, 3, number="OUT", booked_at=booked)
     first, last = batch[0], batch[-1]
     taken = [

@@ -53,10 +53,10 @@ from rest_framework.test import APIClient
 
 import stock.services
 from catalog.models import Product
-from stock.models import Reservation
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from partner_api.keys import api_key_create
+from stock.models import Reservation
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item
 from tests.shop.helpers import (
