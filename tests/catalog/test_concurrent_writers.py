@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import PendingProduct, Product, ProductHistory
 from core.bulk import COPY_THRESHOLD
+from stock.models import StockLevel
 from tests.factories import ProductFactory, stock_set_directly
 from tests.partner_api.sync_helpers import item, post_sync
 
@@ -238,8 +239,12 @@ class RowMover(threading.Thread):
     def run(self):
         try:
             with transaction.atomic():
+                # As the stock app writes a figure: the product's sum and its level alike.
                 Product.objects.filter(pk__in=self.pks).update(
                     shop_quantity=F("shop_quantity") + 1000
+                )
+                StockLevel.objects.filter(product_id__in=self.pks).update(
+                    quantity=F("quantity") + 1000
                 )
                 self.held.set()
                 self.release.wait(WAIT)
