@@ -20,6 +20,7 @@ from catalog.models import Product
 from catalog.reservations import reservations_open
 from core.problems import Problem, Refused
 from core.retry import run_with_retry
+from core.signals import order_placement_recorded, send_at_commit
 from orders.models import CUSTOMER_FIELDS, Order, OrderItem
 from orders.schemas import ShopOrder, totals_problems
 from orders.services import OrderNotFound, order_items, order_status_move, record_status_change
@@ -82,7 +83,33 @@ class ShopOrderCancelRefused(Exception):
 
 
 def order_place(*, order: ShopOrder, body_hash: str, by_name: str = "") -> Placed:
-    """Store the shop's order and reserve its lines, or say why not (nothing half-done)."""
+    """Store the shop's order and reserve its lines, or say why not (nothing half-done).
+
+    Every answer is announced (`order_placement_recorded`) when the transaction commits.
+    """
+    try:
+        placed = _place_or_replay(order, body_hash=body_hash, by_name=by_name)
+    except StockShort:
+        _announce_placement("short")
+        raise
+    except (OrderLinesRefused, OrderNumberTaken):
+        _announce_placement("refused")
+        raise
+    _announce_placement("replayed" if placed.replayed else "created")
+    return placed
+
+
+def order_placement_refused() -> None:
+    """A placement refused before it reached `order_place` (its body is not JSON, or not an
+    order): announced as the service's own refusals are."""
+    _announce_placement("refused")
+
+
+def _announce_placement(result: str) -> None:
+    send_at_commit(order_placement_recorded, result=result)
+
+
+def _place_or_replay(order: ShopOrder, *, body_hash: str, by_name: str) -> Placed:
     try:
         return run_with_retry(lambda: _place(order, body_hash=body_hash, by_name=by_name))
     except IntegrityError:
