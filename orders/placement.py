@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -18,6 +18,7 @@ from django.utils import timezone
 from catalog.keys import ProductsByKey
 from catalog.models import Product
 from catalog.reservations import reservations_open
+from core.canonical import canonical_digest
 from core.problems import Problem, Refused
 from core.retry import run_with_retry
 from core.signals import order_placement_recorded, send_at_commit
@@ -82,11 +83,14 @@ class ShopOrderCancelRefused(Exception):
         self.partner_reference = order.partner_reference
 
 
-def order_place(*, order: ShopOrder, body_hash: str, by_name: str = "") -> Placed:
+def order_place(*, order: ShopOrder, body: Any, by_name: str = "") -> Placed:
     """Store the shop's order and reserve its lines, or say why not (nothing half-done).
 
+    `body` is the placement as the shop sent it (parsed JSON), `order` read from it: its
+    canonical digest tells a replay (the same body) from another order under the same number.
     Every answer is announced (`order_placement_recorded`) when the transaction commits.
     """
+    body_hash = canonical_digest(body)
     try:
         placed = _place_or_replay(order, body_hash=body_hash, by_name=by_name)
     except StockShort:

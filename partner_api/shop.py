@@ -8,7 +8,6 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from catalog.selectors import stock_for_keys
-from core.canonical import canonical_digest
 from orders.placement import (
     OrderNumberTaken,
     ShopOrderCancelRefused,
@@ -158,9 +157,7 @@ class ShopOrderListView(ShopAPIView):
             order_placement_refused()
             raise
         try:
-            placed = order_place(
-                order=order, body_hash=canonical_digest(data), by_name=request.user.name
-            )
+            placed = order_place(order=order, body=data, by_name=request.user.name)
         except OrderNumberTaken as exc:
             raise Conflict(str(exc), order_id=exc.order_id)
         except StockShort as exc:
