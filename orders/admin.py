@@ -4,7 +4,8 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from catalog.admin import ReadOnlyInline, ReadOnlyInlinesMixin, ReservationOfOrderInline
+from catalog.admin import ReservationOfOrderInline
+from core.admin import ReadOnlyInline, ReadOnlyInlinesMixin
 from core.display import admin_decimal, money
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem, OrderStatusChange
 from orders.services import (

@@ -19,8 +19,8 @@ from catalog.models import (
     Reservation,
     SyncAudit,
 )
-from catalog.selectors import sync_dashboard_figures
 from catalog.sync.pause import sync_pause_set
+from monitoring.selectors import sync_dashboard_figures
 from partner_api.keys import api_key_create
 from tests.factories import (
     IdempotencyRecordFactory,

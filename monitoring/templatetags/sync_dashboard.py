@@ -6,8 +6,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from catalog.models import PendingProduct, Reservation, SyncAudit
-from catalog.selectors import REFUSED_WINDOW, sync_dashboard_figures
-from monitoring.selectors import open_reservations_figures
+from monitoring.selectors import REFUSED_WINDOW, open_reservations_figures, sync_dashboard_figures
 
 register = template.Library()
 
