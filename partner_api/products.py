@@ -23,8 +23,8 @@ from catalog.sync.call import SyncCall, SyncClient, SyncResult
 from catalog.sync.idempotency import names_a_request_id
 from catalog.sync.rules import sync_limit_problem
 from catalog.sync.service import SyncBody, SyncInput, sync_call
-from config.middleware import after_response_sent
 from core.problems import Problem, Refused
+from core.requests import after_response_sent
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
