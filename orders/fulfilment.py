@@ -36,7 +36,8 @@ class OrderAwaitsAcknowledgement(Exception):
 
     def __init__(self, order_id: int, status: str):
         super().__init__(
-            f"Order {order_id} is pending_partner: acknowledge it before reporting its status."
+            f"Order {order_id} is {PartnerStatus.PENDING_PARTNER.value}: acknowledge it before "
+            "reporting its status."
         )
         self.status = status
         self.partner_sync_status = PartnerStatus.PENDING_PARTNER

@@ -448,5 +448,10 @@ def _orders_set_partner_status(
             cause=f"acknowledgement taken back by {by}",
         )
     for order in orders:
-        logger.info("order %s (%s) set to pending_partner by %s", order.pk, order.order_number, by)
+        logger.info(
+            f"order %s (%s) set to {PartnerStatus.PENDING_PARTNER.value} by %s",
+            order.pk,
+            order.order_number,
+            by,
+        )
     return orders

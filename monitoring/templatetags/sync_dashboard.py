@@ -7,6 +7,7 @@ from django.utils.http import urlencode
 
 from catalog.models import PendingProduct, Reservation, SyncAudit
 from monitoring.selectors import REFUSED_WINDOW, open_reservations_figures, sync_dashboard_figures
+from orders.states import PartnerStatus
 
 register = template.Library()
 
@@ -39,7 +40,8 @@ def sync_dashboard(context) -> dict | None:
             "admin:catalog_pendingproduct_changelist", state__exact=PendingProduct.State.OPEN
         ),
         "orders_url": _url(
-            "admin:orders_order_changelist", partner_sync_status__exact="pending_partner"
+            "admin:orders_order_changelist",
+            partner_sync_status__exact=PartnerStatus.PENDING_PARTNER.value,
         ),
         "audits_url": _url(
             "admin:catalog_syncaudit_changelist", outcome__exact=SyncAudit.Outcome.APPLIED
