@@ -8,10 +8,8 @@ exception message may hold anything a client sent, and a stack) is escaped when 
 
 import logging
 import re
-from contextvars import ContextVar
 
-# The X-Request-ID of the request being served ("-" outside a request).
-request_id_context: ContextVar[str] = ContextVar("request_id", default="-")
+from core.requests import request_id_context
 
 # C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the bidirectional
 # embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069), which would show the

@@ -3,7 +3,6 @@ import gc
 import io
 import re
 import uuid
-from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.admin.views.main import (
@@ -19,7 +18,7 @@ from django.contrib.admin.views.main import (
 from django.db.models import DateTimeField
 from django.http import HttpResponseRedirect, JsonResponse
 
-from config.logging import request_id_context
+from core.requests import after_response_sent, request_id_context
 
 # The lookups the admin's own filters put in a changelist URL (choices, booleans, relations,
 # dates, "empty", the date hierarchy). Any other lookup was typed by hand.
@@ -197,13 +196,6 @@ def _read_at_most(stream, size: int, *, keep: bool = True) -> bytes:
 # A body this large (a batch) parses into hundreds of thousands of objects that live until the
 # response; below it, requests go as they always did.
 GC_PAUSE_BODY_BYTES = 256 * 1024
-
-
-def after_response_sent(response, release: Callable[[], object]) -> None:
-    """Call `release` once `response` has been sent: the WSGI server closes a response after its
-    last byte (Django's own request clean-up runs there too), so work done then is off the
-    client's clock."""
-    response._resource_closers.append(release)
 
 
 class LargeBodyGcPauseMiddleware:

@@ -4,6 +4,7 @@ The domain apps send these; they import nothing of who listens. `monitoring` con
 receivers in its AppConfig.ready, so a domain app never imports `monitoring`.
 """
 
+from django.db import transaction
 from django.dispatch import Signal
 
 # One sync call was recorded (its audit row committed): endpoint (the audit's value), outcome
@@ -14,6 +15,15 @@ sync_call_recorded = Signal()
 # "not_found").
 acknowledgement_recorded = Signal()
 
+# One placement call was answered: result ("created", "replayed", "short", "refused").
+order_placement_recorded = Signal()
+
 # What became of an order changed (not a repeat of its status): status (the new one), by
-# ("shop" or "partner").
+# ("shop", "partner" or "staff").
 order_status_changed = Signal()
+
+
+def send_at_commit(signal: Signal, **kwargs) -> None:
+    """Send `signal` once the current transaction commits (at once outside a transaction): a
+    rolled-back change, or an attempt retried after a deadlock, is announced never or once."""
+    transaction.on_commit(lambda: signal.send(sender=None, **kwargs))

@@ -15,6 +15,9 @@ class MonitoringConfig(AppConfig):
         signals.acknowledgement_recorded.connect(
             metrics.record_acknowledgement, dispatch_uid="acknowledgement-metrics"
         )
+        signals.order_placement_recorded.connect(
+            metrics.record_order_placement, dispatch_uid="order-placement-metrics"
+        )
         signals.order_status_changed.connect(
             metrics.record_order_status_change, dispatch_uid="order-status-metrics"
         )

@@ -12,9 +12,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from catalog.models import PendingProduct, SyncAudit, SyncControl
-from catalog.selectors import reservations_open_summary
 from monitoring.metrics import PREFIX
 from orders.selectors import orders_waiting_summary
+from orders.states import PartnerStatus
+from stock.selectors import reservations_open_summary
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,11 @@ def database_figures() -> list[tuple[str, str, float]]:
             last_accepted.timestamp() if last_accepted else 0.0,
         ),
         ("pending_keys_open", "Pending keys (unknown or ambiguous) still open.", pending_open),
-        ("orders_waiting", "Orders waiting for the partner system (pending_partner).", waiting),
+        (
+            "orders_waiting",
+            f"Orders waiting for the partner system ({PartnerStatus.PENDING_PARTNER.value}).",
+            waiting,
+        ),
         (
             "orders_oldest_waiting_age_seconds",
             "Age of the oldest order waiting for the partner system; 0 when none waits.",

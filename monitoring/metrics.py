@@ -140,8 +140,9 @@ def record_acknowledgement(sender=None, *, result: str, **signal) -> None:
     ACKNOWLEDGEMENTS.labels(result=result).inc()
 
 
-def record_order_placement(result: str) -> None:
-    """Count one placement call: created, replayed, short or refused."""
+def record_order_placement(sender=None, *, result: str, **signal) -> None:
+    """Count one placement call (`core.signals.order_placement_recorded`): created, replayed,
+    short or refused."""
     ORDERS_PLACED.labels(result=result).inc()
 
 

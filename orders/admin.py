@@ -4,8 +4,8 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from core.admin import ReadOnlyInline, ReadOnlyInlinesMixin
 from core.display import admin_decimal, money
-from core.signals import order_status_changed
 from orders.models import CUSTOMER_COLUMNS, Order, OrderItem, OrderStatusChange
 from orders.services import (
     order_status_set_by_staff,
@@ -14,13 +14,12 @@ from orders.services import (
 )
 from orders.states import (
     STATUS_TRANSITIONS,
-    Actor,
     OrderSource,
     OrderStatus,
     effective_status,
     status_change_allowed,
 )
-from sync.admin import ReadOnlyInline, ReadOnlyInlinesMixin, ReservationOfOrderInline
+from sync.admin import ReservationOfOrderInline
 
 PartnerStatus = Order.PartnerStatus
 
@@ -279,8 +278,6 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if "status" in form.changed_data and new_status != obj.status:
             order_status_set_by_staff(order=obj, status=new_status, by=request.user.get_username())
-            # Counted as every other move is (stock_sync_order_status_changes_total).
-            order_status_changed.send(sender=None, status=new_status, by=Actor.STAFF.value)
 
     @admin.action(
         description="Hand selected orders to the partner system (pending partner)",

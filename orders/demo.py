@@ -7,7 +7,6 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
-from core.canonical import canonical_digest
 from orders.models import Order
 from orders.placement import OrderLinesRefused, StockShort, order_cancel_by_shop, order_place
 from orders.schemas import OrderRecord, ShopOrder
@@ -138,8 +137,7 @@ def _seed_shop_orders() -> list[Order]:
         with transaction.atomic():
             for body in demo_shop_orders():
                 order = ShopOrder.model_validate(body)
-                digest = canonical_digest(body)
-                placed.append(order_place(order=order, body_hash=digest, by_name="demo").order)
+                placed.append(order_place(order=order, body=body, by_name="demo").order)
     except (OrderLinesRefused, StockShort):
         return []
     booked, _, cancelled = placed

@@ -15,7 +15,6 @@ from typing import NamedTuple
 from django.db import transaction
 
 from core.retry import run_with_retry
-from core.signals import order_status_changed
 from orders.models import Order
 from orders.services import OrderNotFound, StatusChangeRefused, order_status_move
 from orders.states import (
@@ -37,7 +36,8 @@ class OrderAwaitsAcknowledgement(Exception):
 
     def __init__(self, order_id: int, status: str):
         super().__init__(
-            f"Order {order_id} is pending_partner: acknowledge it before reporting its status."
+            f"Order {order_id} is {PartnerStatus.PENDING_PARTNER.value}: acknowledge it before "
+            "reporting its status."
         )
         self.status = status
         self.partner_sync_status = PartnerStatus.PENDING_PARTNER
@@ -73,8 +73,6 @@ def order_status_change(
     shop cancelled counts as cancelled).
     """
     changed = run_with_retry(lambda: _change(order_id, report, client_name))
-    if not changed.repeated:
-        order_status_changed.send(sender=None, status=report.status, by=Actor.PARTNER.value)
     _log(changed, report, client_name)
     return changed
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from catalog.keys import ProductsByKey
 from catalog.models import Product
+from core.canonical import canonical_digest
 from core.problems import Problem, Refused
 from core.retry import run_with_retry
+from core.signals import order_placement_recorded, send_at_commit
 from orders.models import CUSTOMER_FIELDS, Order, OrderItem
 from orders.schemas import ShopOrder, totals_problems
 from orders.services import OrderNotFound, order_items, order_status_move, record_status_change
@@ -81,8 +83,37 @@ class ShopOrderCancelRefused(Exception):
         self.partner_reference = order.partner_reference
 
 
-def order_place(*, order: ShopOrder, body_hash: str, by_name: str = "") -> Placed:
-    """Store the shop's order and reserve its lines, or say why not (nothing half-done)."""
+def order_place(*, order: ShopOrder, body: Any, by_name: str = "") -> Placed:
+    """Store the shop's order and reserve its lines, or say why not (nothing half-done).
+
+    `body` is the placement as the shop sent it (parsed JSON), `order` read from it: its
+    canonical digest tells a replay (the same body) from another order under the same number.
+    Every answer is announced (`order_placement_recorded`) when the transaction commits.
+    """
+    body_hash = canonical_digest(body)
+    try:
+        placed = _place_or_replay(order, body_hash=body_hash, by_name=by_name)
+    except StockShort:
+        _announce_placement("short")
+        raise
+    except (OrderLinesRefused, OrderNumberTaken):
+        _announce_placement("refused")
+        raise
+    _announce_placement("replayed" if placed.replayed else "created")
+    return placed
+
+
+def order_placement_refused() -> None:
+    """A placement refused before it reached `order_place` (its body is not JSON, or not an
+    order): announced as the service's own refusals are."""
+    _announce_placement("refused")
+
+
+def _announce_placement(result: str) -> None:
+    send_at_commit(order_placement_recorded, result=result)
+
+
+def _place_or_replay(order: ShopOrder, *, body_hash: str, by_name: str) -> Placed:
     try:
         return run_with_retry(lambda: _place(order, body_hash=body_hash, by_name=by_name))
     except IntegrityError:

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.problems import Problem, Refused
-from core.signals import acknowledgement_recorded
+from core.signals import acknowledgement_recorded, order_status_changed, send_at_commit
 from orders.models import (
     CUSTOMER_FIELDS,
     DEFAULT_CURRENCY,
@@ -144,11 +144,13 @@ def order_status_move(
     """Move the locked order to `status` and keep the move in its history: `by` (an Actor)
     and `by_name`, at `at` (default: now). `also` names the fields the caller set on the order
     for the same change, saved with it. A cancellation gives the order's open reservations
-    back to sale; returns the units released."""
+    back to sale; returns the units released. The move is announced (`order_status_changed`)
+    when the transaction commits."""
     now = timezone.now()
     order_change(order, "status", status, by=by, by_name=by_name, at=at or now, detail=detail)
     order.status_changed_at = at or now
     order.save(update_fields=["status", "status_changed_at", *also])
+    send_at_commit(order_status_changed, status=str(status), by=str(by))
     if status != OrderStatus.CANCELLED:
         return 0
     cause = f"cancelled by {CANCELLED_BY.get(by, by_name)}"
@@ -233,6 +235,23 @@ def order_acknowledge(
     and is a repeat (same reference, nothing changes) or a conflict (another one).
     """
     partner_reference = partner_reference.strip()
+    try:
+        acknowledged = _acknowledge(order_id, partner_reference, note, client_name, stock_booked_at)
+    except (OrderCancelledByShop, OrderAlreadyAcknowledged):
+        # Sent after the rollback, so that the refusal is counted when nothing is changed.
+        send_at_commit(acknowledgement_recorded, result="conflict")
+        raise
+    except OrderNotFound:
+        send_at_commit(acknowledgement_recorded, result="not_found")
+        raise
+    result = "repeated" if acknowledged.repeated else "acknowledged"
+    send_at_commit(acknowledgement_recorded, result=result)
+    return acknowledged
+
+
+def _acknowledge(
+    order_id: int, partner_reference: str, note: str | None, client_name: str, stock_booked_at
+) -> Acknowledged:
     with transaction.atomic():
         order = (
             Order.objects.select_for_update()
@@ -241,14 +260,11 @@ def order_acknowledge(
         )
         if order is None:
             if _cancelled_by_shop(order_id):
-                acknowledgement_recorded.send(sender=None, result="conflict")
                 raise OrderCancelledByShop(order_id)
-            acknowledgement_recorded.send(sender=None, result="not_found")
             raise OrderNotFound(order_id)
         if order.partner_sync_status == PartnerStatus.ACKNOWLEDGED:
             if order.partner_reference == partner_reference:
                 _log_acknowledgement("repeated", order, client_name, note)
-                acknowledgement_recorded.send(sender=None, result="repeated")
                 return Acknowledged(order, repeated=True)
             _log_acknowledgement(
                 f"refused (stored {order.partner_reference!r}, sent {partner_reference!r})",
@@ -256,7 +272,6 @@ def order_acknowledge(
                 client_name,
                 note,
             )
-            acknowledgement_recorded.send(sender=None, result="conflict")
             raise OrderAlreadyAcknowledged(order.pk, order.partner_reference or "")
         now = timezone.now()
         order_change(
@@ -289,7 +304,6 @@ def order_acknowledge(
     if consumed:
         what += f" ({consumed} reservation(s) already in the partner system's figures, consumed)"
     _log_acknowledgement(what, order, client_name, note)
-    acknowledgement_recorded.send(sender=None, result="acknowledged")
     return Acknowledged(order, repeated=False)
 
 
@@ -458,5 +472,10 @@ def _orders_set_partner_status(
             by=by,
         )
     for order in orders:
-        logger.info("order %s (%s) set to pending_partner by %s", order.pk, order.order_number, by)
+        logger.info(
+            f"order %s (%s) set to {PartnerStatus.PENDING_PARTNER.value} by %s",
+            order.pk,
+            order.order_number,
+            by,
+        )
     return orders

@@ -68,6 +68,10 @@ STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
 PARTNER_REPORTED_STATUSES: tuple[str, ...] = tuple(
     sorted({target for targets in STATUS_TRANSITIONS.values() for target in targets})
 )
+# The statuses of an order that has left the warehouse: the partner system's figures count it.
+LEFT_THE_WAREHOUSE_STATUSES: frozenset[str] = frozenset(
+    {OrderStatus.SHIPPED, OrderStatus.DELIVERED}
+)
 # The statuses after which nothing moves.
 FINAL_STATUSES: frozenset[str] = frozenset(
     status for status, targets in STATUS_TRANSITIONS.items() if not targets

@@ -2,7 +2,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from config.logging import request_id_context
+from core.requests import request_id_context
 
 logger = logging.getLogger("partner_api.requests")
 

@@ -18,8 +18,8 @@ from rest_framework import exceptions, parsers
 from rest_framework.response import Response
 
 from catalog.schemas import SyncContext
-from config.middleware import after_response_sent
 from core.problems import Problem, Refused
+from core.requests import after_response_sent
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,

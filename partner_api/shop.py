@@ -8,21 +8,18 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from catalog.selectors import stock_for_keys
-from core.canonical import canonical_digest
-from monitoring.metrics import record_order_placement, record_order_status_change
 from orders.placement import (
-    OrderLinesRefused,
     OrderNumberTaken,
     ShopOrderCancelRefused,
     StockShort,
     order_cancel_by_shop,
     order_place,
+    order_placement_refused,
     shop_order_get,
 )
 from orders.schemas import CancelRequest, ShopOrder
 from orders.selectors import order_record
 from orders.services import OrderNotFound
-from orders.states import Actor, OrderStatus
 from partner_api.base import (
     BODY_RESPONSES,
     REPLAYED_HEADER,
@@ -152,23 +149,19 @@ class ShopOrderListView(ShopAPIView):
         problems: list = []
         data = request_body(request, problems)
         if problems:
-            record_order_placement("refused")
+            order_placement_refused()
             raise RequestInvalid(problems)
         try:
             order = validate(ShopOrder, data, loc="body")
-            placed = order_place(
-                order=order, body_hash=canonical_digest(data), by_name=request.user.name
-            )
-        except (RequestInvalid, OrderLinesRefused):
-            record_order_placement("refused")
+        except RequestInvalid:
+            order_placement_refused()
             raise
+        try:
+            placed = order_place(order=order, body=data, by_name=request.user.name)
         except OrderNumberTaken as exc:
-            record_order_placement("refused")
             raise Conflict(str(exc), order_id=exc.order_id)
         except StockShort as exc:
-            record_order_placement("short")
             raise Conflict(str(exc), short=[vars(line) for line in exc.short])
-        record_order_placement("replayed" if placed.replayed else "created")
         return answer(
             order_record(order_id=placed.order.pk),
             replayed=placed.replayed,
@@ -246,6 +239,4 @@ class ShopOrderCancelView(ShopAPIView):
             raise exceptions.NotFound(str(exc))
         except ShopOrderCancelRefused as exc:
             raise Conflict(str(exc), partner_reference=exc.partner_reference)
-        if not cancelled.repeated:
-            record_order_status_change(status=OrderStatus.CANCELLED, by=Actor.SHOP)
         return answer(order_record(order_id=cancelled.order.pk), replayed=cancelled.repeated)

@@ -19,9 +19,9 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, SyncControl
+from core.admin import ReadOnlyInline, ReadOnlyInlinesMixin
 from core.display import DecimalInput, admin_decimal, local_time
 from core.text import NO_NUL_PATTERN
-from orders.states import OrderStatus
 from stock.models import Reservation, StockMovement
 from stock.services import Source, levels_set
 from sync.pause import sync_pause_set
@@ -76,17 +76,13 @@ def readable_cause(cause: str) -> str:
     return _ISO_TIME.sub(_readable_time, cause) or "-"
 
 
-# An order in these statuses has left the warehouse: the partner system's figures count it.
-_LEFT_THE_WAREHOUSE = (OrderStatus.SHIPPED, OrderStatus.DELIVERED)
-
-
 def reservation_waits_for(reservation: Reservation) -> str:
     """What an open reservation of a shipped or delivered order still waits for, or ""."""
     if reservation.state != Reservation.State.OPEN:
         return ""
-    status = reservation.order.status
-    if status not in _LEFT_THE_WAREHOUSE:
+    if not reservation.order.has_left_the_warehouse:
         return ""
+    status = reservation.order.status
     if reservation.booked_at is None:
         return (
             f"The order is {status}, but the partner system has not acknowledged it: this "
@@ -156,35 +152,6 @@ class OpenReservationsFilter(admin.SimpleListFilter):
             Reservation.objects.filter(product=OuterRef("pk"), state=Reservation.State.OPEN)
         )
         return queryset.filter(has_open if self.value() == "yes" else ~has_open)
-
-
-class ReadOnlyInline(admin.TabularInline):
-    """Rows shown where they explain something; they change only through the services."""
-
-    extra = 0
-    max_num = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
-class ReadOnlyInlinesMixin:
-    """Read-only inlines are shown, never submitted: a save neither needs nor reads their
-    forms (so a post without their management form is a valid save)."""
-
-    def get_inline_instances(self, request, obj=None):
-        inlines = super().get_inline_instances(request, obj)
-        if request.method == "POST":
-            inlines = [inline for inline in inlines if not isinstance(inline, ReadOnlyInline)]
-        return inlines
 
 
 class OpenReservationInline(ReadOnlyInline):

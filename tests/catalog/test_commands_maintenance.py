@@ -11,8 +11,14 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework_api_key.models import APIKey
 
-from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
-from catalog.selectors import sync_dashboard_figures
+from catalog.models import (
+    IdempotencyRecord,
+    PendingProduct,
+    Product,
+    ProductHistory,
+    SyncAudit,
+)
+from monitoring.selectors import sync_dashboard_figures
 from partner_api.keys import api_key_create
 from stock.models import Reservation
 from stock.services import default_warehouse

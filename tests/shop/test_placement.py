@@ -300,3 +300,16 @@ class TestRepeat:
         response = place(shop_client, order_body(line(ProductFactory())))
         assert response.status_code == 409
         assert response.json()["order_id"] == imported.pk
+
+
+def test_the_stored_placement_hash_is_the_bodys_canonical_digest(shop_client):
+    # The digest orders placed before keep: a replay must match their stored hash.
+    product = ProductFactory(stock_code="HASH-1", shop_quantity=5)
+    body = order_body(line(product, 2, with_ean=False), number="W-HASH")
+
+    assert place(shop_client, body).status_code == 201
+    stored = Order.objects.get(order_number="W-HASH").placement_hash
+    assert stored == "87bc0dc28b3a1a3bacb5b7e17cd6430926b8f97eb326d62921a01fd86ef2727a"
+    # The same document in another key order is the same placement: a replay.
+    reordered = dict(reversed(list(body.items())))
+    assert place(shop_client, reordered).status_code == 200

@@ -6,9 +6,9 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from catalog.models import PendingProduct, SyncAudit
+from monitoring.selectors import REFUSED_WINDOW, open_reservations_figures, sync_dashboard_figures
+from orders.states import PartnerStatus
 from stock.models import Reservation
-from catalog.selectors import REFUSED_WINDOW, sync_dashboard_figures
-from monitoring.selectors import open_reservations_figures
 
 register = template.Library()
 
@@ -41,7 +41,8 @@ def sync_dashboard(context) -> dict | None:
             "admin:catalog_pendingproduct_changelist", state__exact=PendingProduct.State.OPEN
         ),
         "orders_url": _url(
-            "admin:orders_order_changelist", partner_sync_status__exact="pending_partner"
+            "admin:orders_order_changelist",
+            partner_sync_status__exact=PartnerStatus.PENDING_PARTNER.value,
         ),
         "audits_url": _url(
             "admin:catalog_syncaudit_changelist", outcome__exact=SyncAudit.Outcome.APPLIED

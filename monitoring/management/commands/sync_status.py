@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from catalog.selectors import sync_dashboard_figures
+from monitoring.selectors import sync_dashboard_figures
 
 
 def age(then: datetime, now: datetime) -> str:
