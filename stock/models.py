@@ -45,7 +45,10 @@ class StockLevel(models.Model):
     """A product's stock in one warehouse: the partner system's absolute figure there, the
     units of open reservations pinned there, and the document time of the last level applied."""
 
-    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="levels")
+    # Indexed by the key (product, warehouse), which leads with the product.
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="levels", db_index=False
+    )
     warehouse = models.ForeignKey(Warehouse, on_delete=models.PROTECT, related_name="levels")
     quantity = models.IntegerField(default=0)
     reserved = models.IntegerField(default=0)
@@ -141,11 +144,21 @@ class StockMovement(models.Model):
         UNBOOKING = "unbooking", "Unbooking"
 
     # No database-level foreign keys, as for the history: a sync writes thousands at once.
+    # Indexed with the time (the product page's question); a movement is never looked up by
+    # its warehouse or order alone.
     product = models.ForeignKey(
-        Product, on_delete=models.CASCADE, related_name="movements", db_constraint=False
+        Product,
+        on_delete=models.CASCADE,
+        related_name="movements",
+        db_constraint=False,
+        db_index=False,
     )
     warehouse = models.ForeignKey(
-        Warehouse, on_delete=models.PROTECT, related_name="movements", db_constraint=False
+        Warehouse,
+        on_delete=models.PROTECT,
+        related_name="movements",
+        db_constraint=False,
+        db_index=False,
     )
     kind = models.CharField(max_length=16, choices=Kind.choices, verbose_name="what moved")
     before = models.IntegerField(null=True, blank=True)
@@ -170,6 +183,7 @@ class StockMovement(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
         db_constraint=False,
+        db_index=False,
     )
     order_number = models.CharField(max_length=128, blank=True, default="")
     staff_user = models.CharField(max_length=150, blank=True, default="")

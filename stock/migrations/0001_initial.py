@@ -4,6 +4,16 @@ import django.utils.timezone
 from django.db import migrations, models
 
 
+LEVEL_FILLFACTOR = 70
+
+
+def levels_fillfactor(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(
+            f"ALTER TABLE stock_stocklevel SET (fillfactor = {LEVEL_FILLFACTOR})"
+        )
+
+
 class Migration(migrations.Migration):
 
     initial = True
@@ -41,10 +51,10 @@ class Migration(migrations.Migration):
                 ('order_number', models.CharField(blank=True, default='', max_length=128)),
                 ('staff_user', models.CharField(blank=True, default='', max_length=150)),
                 ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('order', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='orders.order')),
-                ('product', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='movements', to='catalog.product')),
+                ('order', models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='orders.order')),
+                ('product', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='movements', to='catalog.product')),
                 ('sync_audit', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='catalog.syncaudit')),
-                ('warehouse', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.PROTECT, related_name='movements', to='stock.warehouse')),
+                ('warehouse', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='movements', to='stock.warehouse')),
             ],
             options={
                 'ordering': ('-created_at', '-id'),
@@ -59,7 +69,7 @@ class Migration(migrations.Migration):
                 ('reserved', models.IntegerField(default=0)),
                 ('posted_at', models.DateTimeField(blank=True, null=True, verbose_name='document posted at')),
                 ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('product', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='levels', to='catalog.product')),
+                ('product', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='levels', to='catalog.product')),
                 ('warehouse', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='levels', to='stock.warehouse')),
             ],
             options={
@@ -67,6 +77,9 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('product', 'warehouse'), name='stock_level_key')],
             },
         ),
+        # Room in every page for a level's next figure: PostgreSQL keeps the new version on the
+        # row's own page and writes no index (no indexed column changes), as for the products.
+        migrations.RunPython(levels_fillfactor, migrations.RunPython.noop),
         # The reservations move from the catalogue: the same table, now also in the stock's
         # state; only the warehouse column is new (filled by 0002, required by 0003).
         migrations.SeparateDatabaseAndState(
