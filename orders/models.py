@@ -1,7 +1,7 @@
 from django.db import models
 from django.utils import timezone
 
-from orders.states import Actor, OrderSource, PartnerStatus
+from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus
 
 ORDER_NUMBER_MAX_LENGTH = 64
 ORDER_STATUS_MAX_LENGTH = 32
@@ -96,6 +96,11 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return self.order_number
+
+    @property
+    def left_the_warehouse(self) -> bool:
+        """Shipped or delivered: the partner system's figures count the order."""
+        return self.status in (OrderStatus.SHIPPED, OrderStatus.DELIVERED)
 
 
 # The customer's fields, as the API and the import name them ("name"), and their columns
