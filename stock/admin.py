@@ -154,10 +154,12 @@ def movement_source(movement: StockMovement) -> str:
     if movement.posted_at is not None:
         parts.append(f"document of {local_time(movement.posted_at)}")
     if movement.order_id or movement.order_number:
-        label = movement.order_number or f"order #{movement.order_id}"
-        parts.append(
-            admin_link(movement.order, label) if movement.order is not None else str(label)
+        # An order number reads on one line, as everywhere in the back-office.
+        label = format_html(
+            '<span class="identifier">{}</span>',
+            movement.order_number or f"order #{movement.order_id}",
         )
+        parts.append(admin_link(movement.order, label) if movement.order is not None else label)
     if movement.staff_user:
         parts.append(f"by {movement.staff_user}")
     if not parts:
@@ -257,6 +259,12 @@ class WarehouseAdmin(admin.ModelAdmin):
 # Levels, movements, reservations: records, changed only by the services
 
 
+# The column's header may break at the soft hyphen: the lists fit a 1400-pixel window.
+@admin.display(description="ware\u00adhouse", ordering="warehouse__code")
+def warehouse_code(obj) -> str:
+    return obj.warehouse.code
+
+
 @admin.register(StockLevel)
 class StockLevelAdmin(ReadOnlyAdmin):
     list_display = (
@@ -309,7 +317,7 @@ class StockMovementAdmin(ReadOnlyAdmin):
     list_display = (
         "created_at",
         "product_link",
-        "warehouse",
+        warehouse_code,
         "kind",
         "before",
         "after",
@@ -349,7 +357,7 @@ class ReservationAdmin(ReadOnlyAdmin):
         "created_at",
         "order_link",
         "product_link",
-        "warehouse",
+        warehouse_code,
         "quantity",
         "state",
         "booked_at",

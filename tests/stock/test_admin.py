@@ -411,4 +411,4 @@ class TestLevelsAndReservations:
 
         assert response.status_code == 200
         assert [r.order.order_number for r in response.context["cl"].result_list] == ["W-6001"]
-        assert "field-warehouse" in response.content.decode()
+        assert "field-warehouse_code" in response.content.decode()
