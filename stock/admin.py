@@ -10,6 +10,8 @@ from datetime import datetime
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.utils import flatten, unquote
+from django.db import connection
+from django.db.models.functions import Collate
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -198,6 +200,12 @@ class WarehouseAdmin(admin.ModelAdmin):
     search_fields = ("code", "name")
     ordering = ("priority", "code")
     fields = ("code", "name", "sells", "priority", "lead_time_days")
+
+    def get_ordering(self, request):
+        # Codes compared by code points, as units are taken, not by the database's locale.
+        if connection.vendor == "postgresql":
+            return ("priority", Collate("code", "C"))
+        return self.ordering
 
     def get_readonly_fields(self, request, obj=None):
         # The partner system names a warehouse by its code: it stays what it was made with.
