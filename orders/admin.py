@@ -19,7 +19,7 @@ from orders.states import (
     effective_status,
     status_change_allowed,
 )
-from sync.admin import ReservationOfOrderInline
+from stock.admin import ReservationOfOrderInline
 
 PartnerStatus = Order.PartnerStatus
 

@@ -174,7 +174,9 @@ class StockMovement(models.Model):
         related_name="+",
         db_constraint=False,
     )
-    request_id = models.CharField(max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True)
+    request_id = models.CharField(
+        max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True, verbose_name="request ID"
+    )
     posted_at = models.DateTimeField(null=True, blank=True, verbose_name="document posted at")
     order = models.ForeignKey(
         "orders.Order",

@@ -2,8 +2,6 @@
 pending keys, sync audits, the pause switch."""
 
 import json
-import re
-from datetime import datetime
 
 import pydantic
 from django.conf import settings
@@ -22,6 +20,17 @@ from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, S
 from core.admin import ReadOnlyInline, ReadOnlyInlinesMixin
 from core.display import DecimalInput, admin_decimal, local_time
 from core.text import NO_NUL_PATTERN
+from stock.admin import (
+    MOVEMENTS_ON_PAGE,
+    ReadOnlyAdmin,
+    StockLevelInline,
+    admin_link,
+    audit_label,
+    changelist_url,
+    product_link,
+    product_movements_table,
+    reservation_cause_display,
+)
 from stock.models import Reservation, StockMovement
 from stock.services import Source, levels_set
 from sync.pause import sync_pause_set
@@ -58,86 +67,6 @@ def history_field_label(value: str) -> str:
     return ProductHistory.Field(value).label if value in ProductHistory.Field.values else value
 
 
-# A time as the services write it into a reservation's cause (isoformat, with its offset).
-_ISO_TIME = re.compile(
-    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:\d{2})"
-)
-
-
-def _readable_time(match: re.Match) -> str:
-    try:
-        return local_time(datetime.fromisoformat(match.group(0)))
-    except ValueError:
-        return match.group(0)
-
-
-def readable_cause(cause: str) -> str:
-    """A reservation's cause with its times in the back-office's time format."""
-    return _ISO_TIME.sub(_readable_time, cause) or "-"
-
-
-def reservation_waits_for(reservation: Reservation) -> str:
-    """What an open reservation of a shipped or delivered order still waits for, or ""."""
-    if reservation.state != Reservation.State.OPEN:
-        return ""
-    if not reservation.order.has_left_the_warehouse:
-        return ""
-    status = reservation.order.status
-    if reservation.booked_at is None:
-        return (
-            f"The order is {status}, but the partner system has not acknowledged it: this "
-            "reservation holds until it does, then until its next stock figure of the product."
-        )
-    return (
-        f"The order is {status}: this reservation waits for the partner system's next stock "
-        "figure of the product, which counts the order and ends it."
-    )
-
-
-def _admin_link(obj, label=None) -> str:
-    if obj is None:
-        return "-"
-    opts = obj._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=(obj.pk,))
-    return format_html('<a href="{}">{}</a>', url, label if label is not None else obj)
-
-
-def _product_link(product: Product | None) -> str:
-    """A link to the product, its stock code and EAN each kept on one line (the line breaks
-    between them if it must)."""
-    if product is None:
-        return "-"
-    url = reverse("admin:catalog_product_change", args=(product.pk,))
-    if not product.ean:
-        return format_html('<a href="{}"><span class="identifier">{}</span></a>', url, product)
-    return format_html(
-        '<a href="{}"><span class="identifier">{}</span> / <span class="identifier">{}</span></a>',
-        url,
-        product.stock_code,
-        product.ean,
-    )
-
-
-def _changelist_url(model, **filters) -> str:
-    opts = model._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
-    query = "&".join(f"{key}={value}" for key, value in filters.items())
-    return f"{url}?{query}" if query else url
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records of what happened: nobody adds, changes or deletes them in the admin."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-
 class OpenReservationsFilter(admin.SimpleListFilter):
     title = "open reservations"
     parameter_name = "open_reservations"
@@ -161,7 +90,7 @@ class OpenReservationInline(ReadOnlyInline):
     fk_name = "product"
     verbose_name = "open reservation"
     verbose_name_plural = "open reservations (the orders “reserved” holds back from sale)"
-    fields = ("order_link", "quantity", "booked_at", "created_at", "cause_display")
+    fields = ("order_link", "warehouse", "quantity", "booked_at", "created_at", "cause_display")
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -169,47 +98,17 @@ class OpenReservationInline(ReadOnlyInline):
             super()
             .get_queryset(request)
             .filter(state=Reservation.State.OPEN)
-            .select_related("order")
+            .select_related("order", "warehouse")
             .order_by("created_at", "id")
         )
 
     @admin.display(description="Order")
     def order_link(self, obj: Reservation) -> str:
-        return _admin_link(obj.order)
+        return admin_link(obj.order)
 
     @admin.display(description="Cause")
     def cause_display(self, obj: Reservation) -> str:
         return reservation_cause_display(obj)
-
-
-def reservation_cause_display(reservation: Reservation) -> str:
-    """Why the reservation is in its state (times readable), and what an open one of a shipped
-    order waits for."""
-    waits = reservation_waits_for(reservation)
-    cause = readable_cause(reservation.cause)
-    if not waits:
-        return cause
-    return format_html('{}<br><strong class="reservation-waits">{}</strong>', cause, waits)
-
-
-class ReservationOfOrderInline(ReadOnlyInline):
-    """An order's reservations, whatever became of them."""
-
-    model = Reservation
-    fk_name = "order"
-    fields = ("product_link", "quantity", "state", "booked_at", "changed_at", "cause_display")
-    readonly_fields = fields
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("product", "order").order_by("id")
-
-    @admin.display(description="Cause")
-    def cause_display(self, obj: Reservation) -> str:
-        return reservation_cause_display(obj)
-
-    @admin.display(description="Product")
-    def product_link(self, obj: Reservation) -> str:
-        return _product_link(obj.product)
 
 
 @admin.register(Product)
@@ -238,7 +137,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "discontinued",
         "on_promotion",
     )
-    inlines = (OpenReservationInline,)
+    inlines = (StockLevelInline, OpenReservationInline)
     ordering = ("stock_code", "ean")
     stock_fieldset = (
         "Stock the shop can sell",
@@ -275,6 +174,16 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
             },
         ),
     )
+    movements_fieldset = (
+        "Stock movements",
+        {
+            "description": (
+                f"Why the levels and reserved units moved, newest first (the last "
+                f"{MOVEMENTS_ON_PAGE}); the levels per warehouse are listed below."
+            ),
+            "fields": ("movements_table",),
+        },
+    )
     history_fieldset = (
         "History",
         {
@@ -293,7 +202,13 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         # Right under the values they explain: "why does the shop show 3?"
         _, _, catalogue = self.fieldsets
         erp = (None, {"fields": self._erp_read_only})
-        return (erp, self.stock_fieldset, self.history_fieldset, catalogue)
+        return (
+            erp,
+            self.stock_fieldset,
+            self.movements_fieldset,
+            self.history_fieldset,
+            catalogue,
+        )
 
     def get_readonly_fields(self, request, obj=None):
         # A new product needs its key and first values; after that the partner system owns them.
@@ -306,6 +221,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
             "created_at",
             "updated_at",
             "posted_at",
+            "movements_table",
             "history_table",
         )
 
@@ -355,6 +271,10 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
             kwargs["widget"] = DecimalInput(min_places=places)
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
+    @admin.display(description="Movements")
+    def movements_table(self, obj: Product) -> str:
+        return product_movements_table(obj)
+
     @admin.display(description="History")
     def history_table(self, obj: Product) -> str:
         rows = list(
@@ -374,7 +294,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
                     row.old_value if row.old_value is not None else "-",
                     row.new_value if row.new_value is not None else "-",
                     row.source,
-                    _admin_link(row.audit, _audit_label(row.audit)) if row.audit else "-",
+                    admin_link(row.audit, audit_label(row.audit)) if row.audit else "-",
                 )
                 for row in rows
             ),
@@ -385,7 +305,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
             "<th>New</th><th>Source</th><th>Sync audit</th></tr></thead><tbody>{}</tbody>"
             '</table><p><a href="{}">All {} changes</a></p>',
             body,
-            _changelist_url(ProductHistory, product__id__exact=obj.pk),
+            changelist_url(ProductHistory, product__id__exact=obj.pk),
             total,
         )
 
@@ -414,12 +334,6 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
                 "and prices were applied unless newer ones were.",
                 messages.INFO,
             )
-
-
-def _audit_label(audit: SyncAudit | None) -> str:
-    if audit is None:
-        return "-"
-    return f"#{audit.pk} {audit.request_id or ''}".strip()
 
 
 @admin.register(PendingProduct)
@@ -468,7 +382,7 @@ class PendingProductAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Resolved product")
     def resolved_product_link(self, obj: PendingProduct) -> str:
-        return _product_link(obj.resolved_product)
+        return product_link(obj.resolved_product)
 
     @admin.action(
         description="Create products from the selected pending keys",
@@ -480,7 +394,7 @@ class PendingProductAdmin(ReadOnlyAdmin):
             by=request.user.get_username(),
         )
         if result.created:
-            links = format_html_join(", ", "{}", ((_admin_link(p),) for p in result.created))
+            links = format_html_join(", ", "{}", ((admin_link(p),) for p in result.created))
             self.message_user(
                 request,
                 format_html("Created {} product(s): {}", len(result.created), links),
@@ -556,53 +470,8 @@ class SyncAuditAdmin(ReadOnlyAdmin):
             return "0"
         return format_html(
             '<a href="{}">{} change(s)</a>',
-            _changelist_url(ProductHistory, audit__id__exact=obj.pk),
+            changelist_url(ProductHistory, audit__id__exact=obj.pk),
             count,
-        )
-
-
-@admin.register(Reservation)
-class ReservationAdmin(ReadOnlyAdmin):
-    """Every reservation and what became of it: why the shop shows the salable it shows."""
-
-    list_display = (
-        "created_at",
-        "order_link",
-        "product_link",
-        "quantity",
-        "state",
-        "booked_at",
-        "changed_at",
-    )
-    list_filter = ("state", "created_at")
-    search_fields = ("order__order_number", "product__stock_code", "product__ean")
-    list_select_related = ("order", "product")
-    date_hierarchy = "created_at"
-    fields = (
-        ("order_link", "product_link"),
-        ("quantity", "state"),
-        ("created_at", "booked_at"),
-        ("changed_at", "cause_display"),
-        "sync_audit_link",
-    )
-    readonly_fields = flatten(fields)
-
-    @admin.display(description="Cause")
-    def cause_display(self, obj: Reservation) -> str:
-        return reservation_cause_display(obj)
-
-    @admin.display(description="Order", ordering="order__order_number")
-    def order_link(self, obj: Reservation) -> str:
-        return _admin_link(obj.order)
-
-    @admin.display(description="Product", ordering="product__stock_code")
-    def product_link(self, obj: Reservation) -> str:
-        return _product_link(obj.product)
-
-    @admin.display(description="Consumed by sync")
-    def sync_audit_link(self, obj: Reservation) -> str:
-        return (
-            _admin_link(obj.sync_audit, _audit_label(obj.sync_audit)) if obj.sync_audit_id else "-"
         )
 
 
@@ -640,11 +509,11 @@ class ProductHistoryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Product", ordering="product__stock_code")
     def product_link(self, obj: ProductHistory) -> str:
-        return _product_link(obj.product)
+        return product_link(obj.product)
 
     @admin.display(description="Sync audit")
     def audit_link(self, obj: ProductHistory) -> str:
-        return _admin_link(obj.audit, _audit_label(obj.audit)) if obj.audit_id else "-"
+        return admin_link(obj.audit, audit_label(obj.audit)) if obj.audit_id else "-"
 
 
 class PauseForm(pydantic.BaseModel):

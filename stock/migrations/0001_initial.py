@@ -46,7 +46,7 @@ class Migration(migrations.Migration):
                 ('before', models.IntegerField(blank=True, null=True)),
                 ('after', models.IntegerField()),
                 ('reason', models.CharField(choices=[('sync', 'Sync'), ('import', 'Import'), ('pending_key_resolved', 'Pending key resolved'), ('staff_edit', 'Staff edit'), ('placement', 'Placement'), ('shop_cancellation', 'Shop cancellation'), ('partner_cancellation', 'Partner cancellation'), ('consumption', 'Consumption'), ('unbooking', 'Unbooking')], max_length=32)),
-                ('request_id', models.CharField(blank=True, max_length=128, null=True)),
+                ('request_id', models.CharField(blank=True, max_length=128, null=True, verbose_name='request ID')),
                 ('posted_at', models.DateTimeField(blank=True, null=True, verbose_name='document posted at')),
                 ('order_number', models.CharField(blank=True, default='', max_length=128)),
                 ('staff_user', models.CharField(blank=True, default='', max_length=150)),

@@ -24,6 +24,7 @@ from orders import demo as orders_demo
 from orders.models import Order
 from partner_api.keys import api_key_create
 from plants import demo as plants_demo
+from stock.models import StockMovement
 from sync import demo as catalog_demo
 from sync.pause import sync_pause_set
 from tests.factories import SyncAuditFactory
@@ -343,6 +344,12 @@ def test_no_admin_page_scrolls_sideways_in_a_1400_pixel_window(live_server, erp,
     placed = Order.objects.filter(source=Order.Source.SHOP).order_by("pk").first()
     assert placed is not None and placed.items.exists(), "the demo places shop orders"
     urls = [reverse("admin:index"), reverse("admin:orders_order_change", args=(placed.pk,))]
+    # A product's "all movements" link: its movements, filterable by warehouse and reason.
+    moved = StockMovement.objects.order_by("pk").first()
+    assert moved is not None, "the demo and the syncs move stock"
+    urls.append(
+        reverse("admin:stock_stockmovement_changelist") + f"?product__id__exact={moved.product_id}"
+    )
     identifiers = 0
     for model in admin.site._registry:
         opts = model._meta
