@@ -188,9 +188,10 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "History",
         {
             "description": (
-                "Changes of quantity, prices and status, newest first, each with the time "
-                "its stock document was posted. A document posted before the product's "
-                "“document posted at” is stale and changes nothing."
+                "Changes of prices and status, newest first, each with the time its stock "
+                "document was posted (a change of quantity is a stock movement, listed with the movements). A "
+                "document posted before the product's “document posted at” is stale and "
+                "changes nothing."
             ),
             "fields": ("created_at", "updated_at", "posted_at", "history_table"),
         },

@@ -1,5 +1,6 @@
-"""The history a sync leaves: a row (product, field, old, new) for each tracked field it
-changes, linked to the call's audit row.
+"""The history a sync leaves: a row (product, field, old, new) for each price or status it
+changes, linked to the call's audit row. (A change of the quantity is the level's, recorded by
+the stock app as a movement with the same audit.)
 
 A few rows are built here and inserted; many are written by the database itself, from the
 update's temporary table, which holds each product's new values beside the tracked values its
@@ -21,6 +22,8 @@ from core.bulk import previous_column
 from sync.rows import row_tracked, tracked_values
 
 HISTORY_FIELDS = ("product", "field", "old_value", "new_value")
+# The tracked fields a history row records: the quantity's changes are stock movements.
+HISTORY_TRACKED = tuple(name for name in TRACKED_FIELDS if name != "shop_quantity")
 _text = ProductHistory.value_text
 
 
@@ -32,7 +35,7 @@ def history_rows(moved: Iterable[tuple[ProductItem, tuple]]) -> list[tuple]:
         for name, old_value, new_value in zip(
             TRACKED_FIELDS, row_tracked(row), new_tracked, strict=True
         ):
-            if new_value != old_value:
+            if new_value != old_value and name in HISTORY_TRACKED:
                 rows.append((row[0], name, _text(old_value), _text(new_value)))
     return rows
 
@@ -62,13 +65,13 @@ def _history_sql() -> str:
     changes = ", ".join(
         f"({position}, '{name}', {column(name, old=True)} IS DISTINCT FROM "
         f"{column(name, old=False)})"
-        for position, name in enumerate(TRACKED_FIELDS)
+        for position, name in enumerate(HISTORY_TRACKED)
     )
 
     def written(*, old: bool) -> str:
         cases = " ".join(
             f"WHEN {position} THEN {text(name, old=old)}"
-            for position, name in enumerate(TRACKED_FIELDS)
+            for position, name in enumerate(HISTORY_TRACKED)
         )
         return f"CASE c.position {cases} END"
 

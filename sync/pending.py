@@ -169,7 +169,7 @@ def _apply_payload(
 ) -> None:
     audit_id = _source_audit_id(pending)
     history = []
-    for name in TRACKED_FIELDS:
+    for name in _CATALOGUE_TRACKED:
         new = getattr(item, name)
         old = getattr(product, name)
         if new is None or new == old:
@@ -186,8 +186,7 @@ def _apply_payload(
                 posted_at=pending.posted_at,
             )
         )
-        if name != "shop_quantity":
-            setattr(product, name, new)
+        setattr(product, name, new)
     # The product now holds this document's state, and so its time.
     dated = pending.posted_at is not None and product.posted_at != pending.posted_at
     if dated:
