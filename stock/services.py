@@ -199,16 +199,19 @@ def levels_from_table(
     posted_at: datetime | None,
     warehouse_id: int | None = None,
 ) -> None:
-    """`levels_set` for the many products of a sync on PostgreSQL, from the temporary table
-    `table` its update loaded (`id` and the new quantity in `quantity_column`), in one statement:
-    each level is inserted or changed and each change recorded, without the values travelling
-    back and forth; each product's `shop_quantity` (the sum of its selling levels) moves by its
-    level's change when the warehouse sells."""
+    """`levels_set` for the many products of a sync on PostgreSQL, run just before the sync
+    updates those products from its temporary table `table` (`id`, and the new level in
+    `quantity_column`): in one statement each level is inserted or changed and each change
+    recorded, without the values travelling back and forth.
+
+    The product row is written once: the caller's update writes `quantity_column` as each
+    product's `shop_quantity`, which this sets to the sum of the product's selling levels
+    first, wherever that is not the new level itself (a warehouse beside the default one holds
+    some, or the default one does not sell)."""
     warehouse_id = warehouse_id or default_warehouse_id()
     q = connection.ops.quote_name
     levels = q(StockLevel._meta.db_table)
     movements = q(StockMovement._meta.db_table)
-    products = q(Product._meta.db_table)
     warehouses = q(Warehouse._meta.db_table)
     constants = source.columns(now)
     movement_columns = ", ".join(
@@ -228,12 +231,7 @@ def levels_from_table(
         f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
         "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
         "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
-        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
-        f"summed AS (UPDATE {products} AS p "
-        "SET shop_quantity = p.shop_quantity + o.quantity - COALESCE(o.before, 0), "
-        "updated_at = %(now)s "
-        f"FROM old AS o, {warehouses} AS w WHERE p.id = o.product_id AND w.id = %(warehouse)s "
-        "AND w.sells AND o.before IS DISTINCT FROM o.quantity) "
+        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))) "
         f"INSERT INTO {movements} ({movement_columns}) "
         f"SELECT product_id, %(warehouse)s, %(kind)s, before, quantity, "
         + ", ".join(f"%({name})s" for name in constants)
@@ -248,6 +246,19 @@ def levels_from_table(
             "kind": Kind.QUANTITY,
             **constants,
         },
+    )
+    sells = Warehouse.objects.filter(pk=warehouse_id, sells=True).exists()
+    if sells and not StockLevel.objects.exclude(warehouse_id=warehouse_id).exists():
+        # The default warehouse alone holds stock: each product's sum is its new level.
+        return
+    column = q(quantity_column)
+    own = f"v.{column}" if sells else "0"
+    cursor.execute(
+        f"UPDATE {table} AS v SET {column} = {own} + COALESCE(("
+        f"SELECT SUM(l.quantity) FROM {levels} AS l JOIN {warehouses} AS w "
+        "ON w.id = l.warehouse_id WHERE l.product_id = v.id AND w.sells "
+        "AND l.warehouse_id <> %s), 0)",
+        [warehouse_id],
     )
 
 

@@ -9,11 +9,12 @@ refusal's row is left by whoever answers it, with the status it answers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from catalog.models import Product, ProductHistory, SyncAudit, SyncControl
@@ -312,10 +313,11 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         posted_at=posted_at,
     )
     # Many rows: the database writes the history and the levels from the old and new values
-    # side by side, without sending every changed value back and forth.
+    # side by side, without sending every changed value back and forth; the products' update
+    # then writes each one's `shop_quantity` as the stock app left it there (the sum of its
+    # levels), one write of each row. A few rows: the stock app writes the levels and the
+    # products' figures itself.
     in_sql = uses_copy(updates)
-    # The update's temporary table (dropped at commit), for the history and the levels.
-    loaded = []
     if not in_sql:
         levels_set(
             [(row[0], row[_QUANTITY]) for row in updates],
@@ -331,18 +333,14 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
         changed_only=(*VALUE_FIELDS, "posted_at"),
         constants={"posted_at": posted_at, "updated_at": now},
-        before=(lambda _cursor, table: loaded.append(table)) if in_sql else None,
+        before=functools.partial(_history_and_levels, history=history, stock=stock, now=now)
+        if in_sql
+        else None,
         previous=TRACKED_FIELDS,
         located=located,
-        # The level, and the product's figure that sums the levels, are the stock app's.
-        not_written=("shop_quantity",),
+        not_written=() if in_sql else ("shop_quantity",),
     )
-    if loaded:
-        # After the products' update, which finds each row where it was read (a level's
-        # update moves its product's row).
-        with connection.cursor() as cursor:
-            _history_and_levels(cursor, loaded[0], history=history, stock=stock, now=now)
-    elif not in_sql:
+    if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
     # Every applied product, changed or not: its figures from this document time on include
     # the orders the partner system booked by then.
@@ -373,8 +371,8 @@ _QUANTITY = 1 + VALUE_FIELDS.index("shop_quantity")
 
 
 def _history_and_levels(cursor, table: str, *, history: dict, stock: Source, now) -> None:
-    """From the products' update's temporary table: the history rows, then each changed
-    product's level and its movement."""
+    """Before the products' update, from its temporary table: the history rows, then each
+    changed product's level and its movement (and the figure the update writes)."""
     history_from_table(cursor, table, constants=history)
     levels_from_table(
         cursor,
