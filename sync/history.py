@@ -10,6 +10,7 @@ products are not read again.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.db.models import DecimalField
 from catalog.models import Product, ProductHistory
 from catalog.schemas import TRACKED_FIELDS, ProductItem
 from core.bulk import previous_column
-from sync.rows import row_tracked, tracked_values
+from sync.rows import VALUES, row_tracked, tracked_values
 
 HISTORY_FIELDS = ("product", "field", "old_value", "new_value")
 # The tracked fields a history row records: the quantity's changes are stock movements.
@@ -38,6 +39,25 @@ def history_rows(moved: Iterable[tuple[ProductItem, tuple]]) -> list[tuple]:
             if new_value != old_value and name in HISTORY_TRACKED:
                 rows.append((row[0], name, _text(old_value), _text(new_value)))
     return rows
+
+
+# A moved pair's history values (prices and status), sent and stored, each as one tuple.
+_sent_history = operator.attrgetter(*HISTORY_TRACKED)
+_stored_history = operator.itemgetter(
+    *(VALUES + TRACKED_FIELDS.index(name) for name in HISTORY_TRACKED)
+)
+
+
+def history_moves(moved: Iterable[tuple[ProductItem, tuple]]) -> bool:
+    """Whether any of these pairs changes a price or status (a batch of stock levels changes
+    none: the database need not look)."""
+    return any(
+        map(
+            operator.ne,
+            map(_sent_history, (item for item, _ in moved)),
+            map(_stored_history, (row for _, row in moved)),
+        )
+    )
 
 
 def _history_sql() -> str:

@@ -33,7 +33,7 @@ from stock.services import Source, levels_from_table, levels_set, reservations_c
 from sync import audit, idempotency
 from sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
 from sync.changes import changes, field_changes, report
-from sync.history import HISTORY_FIELDS, history_from_table, history_rows
+from sync.history import HISTORY_FIELDS, history_from_table, history_moves, history_rows
 from sync.pause import PAUSED_MESSAGE, sync_paused
 from sync.pending import pending_close_for_synced, pending_record
 from sync.resolve import Resolution, resolve
@@ -333,7 +333,12 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
         changed_only=(*VALUE_FIELDS, "posted_at"),
         constants={"posted_at": posted_at, "updated_at": now},
-        before=functools.partial(_history_and_levels, history=history, stock=stock, now=now)
+        before=functools.partial(
+            _history_and_levels,
+            history=history if history_moves(moved) else None,
+            stock=stock,
+            now=now,
+        )
         if in_sql
         else None,
         previous=TRACKED_FIELDS,
@@ -370,10 +375,12 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
 _QUANTITY = 1 + VALUE_FIELDS.index("shop_quantity")
 
 
-def _history_and_levels(cursor, table: str, *, history: dict, stock: Source, now) -> None:
-    """Before the products' update, from its temporary table: the history rows, then each
-    changed product's level and its movement (and the figure the update writes)."""
-    history_from_table(cursor, table, constants=history)
+def _history_and_levels(cursor, table: str, *, history: dict | None, stock: Source, now) -> None:
+    """Before the products' update, from its temporary table: the history rows (`history`:
+    their constants, None when no price or status moves), then each changed product's level
+    and its movement (and the figure the update writes)."""
+    if history is not None:
+        history_from_table(cursor, table, constants=history)
     levels_from_table(
         cursor,
         table,
