@@ -208,11 +208,22 @@ def levels_from_table(
     product's `shop_quantity`, which this sets to the sum of the product's selling levels
     first, wherever that is not the new level itself (a warehouse beside the default one holds
     some, or the default one does not sell)."""
-    warehouse_id = warehouse_id or default_warehouse_id()
     q = connection.ops.quote_name
     levels = q(StockLevel._meta.db_table)
-    movements = q(StockMovement._meta.db_table)
     warehouses = q(Warehouse._meta.db_table)
+    # One question: the warehouse, whether it sells, whether another one holds any level
+    # (looked up warehouse by warehouse: a few index probes, whatever the catalogue's size).
+    cursor.execute(
+        f"SELECT w.id, w.sells, EXISTS (SELECT 1 FROM {warehouses} AS o JOIN {levels} AS l "
+        f"ON l.warehouse_id = o.id WHERE o.id <> w.id) FROM {warehouses} AS w "
+        + ("WHERE w.id = %s" if warehouse_id else "WHERE w.code = %s"),
+        [warehouse_id or settings.DEFAULT_WAREHOUSE],
+    )
+    found = cursor.fetchone()
+    if found is None:
+        found = (default_warehouse_id(), True, True)
+    warehouse_id, sells, others = found
+    movements = q(StockMovement._meta.db_table)
     constants = source.columns(now)
     movement_columns = ", ".join(
         q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
@@ -247,8 +258,7 @@ def levels_from_table(
             **constants,
         },
     )
-    sells = Warehouse.objects.filter(pk=warehouse_id, sells=True).exists()
-    if sells and not StockLevel.objects.exclude(warehouse_id=warehouse_id).exists():
+    if sells and not others:
         # The default warehouse alone holds stock: each product's sum is its new level.
         return
     column = q(quantity_column)
