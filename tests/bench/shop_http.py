@@ -285,9 +285,10 @@ def open_booked_reservations(count: int, *, booked_at: datetime) -> None:
     from orders.models import Order, OrderItem
     from orders.states import OrderSource, OrderStatus, PartnerStatus
     from stock.models import Reservation
-    from stock.services import reservations_recount
+    from stock.services import default_warehouse_id, reservations_recount
 
     batch = next(_batch_number)
+    warehouse_id = default_warehouse_id()
     now = datetime.now(UTC)
     with transaction.atomic():
         orders = Order.objects.bulk_create(
@@ -332,6 +333,7 @@ def open_booked_reservations(count: int, *, booked_at: datetime) -> None:
                 Reservation(
                     order=order,
                     product_id=product_ids[stock_code(i)],
+                    warehouse_id=warehouse_id,
                     quantity=1,
                     booked_at=booked_at,
                     created_at=now,
