@@ -206,7 +206,11 @@ def test_two_identical_requests_at_once_apply_once(api_key):
         thread.join(30)
     assert sorted(results, key=str) == sorted([(200, None)] + [(200, "true")] * 3, key=str)
     assert PendingProduct.objects.get().times_seen == 1
-    assert ProductHistory.objects.count() == 1
+    # Applied once: one change of quantity (the level's movement), no history.
+    assert ProductHistory.objects.count() == 0
+    assert list(StockMovement.objects.values_list("kind", "before", "after", "reason")) == [
+        ("quantity", 10, 1, "sync")
+    ]
 
 
 def test_a_reserialised_retry_of_an_applied_request_is_replayed_while_paused(api_client):
