@@ -437,7 +437,7 @@ class SyncAuditAdmin(ReadOnlyAdmin):
     list_filter = ("outcome", "endpoint", "source_type", "api_key_name", "created_at")
     search_fields = ("request_id", "source_ref")
     date_hierarchy = "created_at"
-    readonly_fields = ("history_link",)
+    readonly_fields = ("history_link", "movements_link")
     fields = (
         ("created_at", "duration_ms"),
         ("endpoint", "outcome", "status_code"),
@@ -450,6 +450,7 @@ class SyncAuditAdmin(ReadOnlyAdmin):
         ("products_received", "products_updated", "unknown_products", "stale_products"),
         "error_summary",
         "history_link",
+        "movements_link",
     )
 
     def get_queryset(self, request):
@@ -472,6 +473,19 @@ class SyncAuditAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}">{} change(s)</a>',
             changelist_url(ProductHistory, audit__id__exact=obj.pk),
+            count,
+        )
+
+    @admin.display(description="Stock movements")
+    def movements_link(self, obj: SyncAudit) -> str:
+        # The call's changes of quantity: stock movements, not history rows (on the audit's
+        # page only, so the list stays one query).
+        count = StockMovement.objects.filter(sync_audit_id=obj.pk).count()
+        if not count:
+            return "0"
+        return format_html(
+            '<a href="{}">{} movement(s)</a>',
+            changelist_url(StockMovement, sync_audit__id__exact=obj.pk),
             count,
         )
 

@@ -156,23 +156,33 @@ def test_staff_resolves_an_unknown_key_and_pauses_sync(live_server, erp, page):
     page.goto(f"{live_server.url}/admin/")
     assert _figure(page, "dash-pending-open") == "0"
 
-    # The next sync updates the product, and its page shows the history growing.
+    # The next sync updates the product, and its page shows the history (the price) and the
+    # stock movements (the quantity) growing.
+    page.goto(f"{live_server.url}/admin/catalog/product/?q=WG-205-55-16")
+    page.click("#result_list a:text('WG-205-55-16')")
+    expect(page.locator("div.field-on_hand .readonly")).to_be_visible()
+    movements = page.locator("table.stock-movements tbody tr")
+    # The level the product was created with (staff created it from the pending key).
+    created_with = movements.count()
     body = erp(_item(shop_quantity=5, eshop_price=79.9), request_id="SALE-2026-0042")
     assert (body["success"], body["products_updated"], body["unknown_products"]) == (True, 1, 0)
 
-    page.goto(f"{live_server.url}/admin/catalog/product/?q=WG-205-55-16")
-    page.click("#result_list a:text('WG-205-55-16')")
+    page.reload()
     history = page.locator("table.product-history tbody tr")
-    expect(history).to_have_count(2)
-    expect(page.locator("table.product-history")).to_contain_text("On hand (partner system)")
+    expect(history).to_have_count(1)
     expect(page.locator("table.product-history")).to_contain_text("SALE-2026-0042")
+    expect(movements).to_have_count(created_with + 1)
+    expect(movements.first).to_contain_text("Quantity")
+    expect(movements.first).to_contain_text("SALE-2026-0042")
     expect(page.locator("div.field-on_hand .readonly")).to_have_text("5")
     _screenshot(page, "product.png")
 
-    # Another sync that changes the quantity adds a row.
+    # Another sync that changes the quantity adds a movement, and no history row.
     erp(_item(shop_quantity=4, eshop_price=79.9), request_id="SALE-2026-0043")
     page.reload()
-    expect(history).to_have_count(3)
+    expect(movements).to_have_count(created_with + 2)
+    expect(movements.first).to_contain_text("SALE-2026-0043")
+    expect(history).to_have_count(1)
 
     # Pausing for a stock take: the API then answers success false and applies nothing.
     page.goto(f"{live_server.url}/admin/")

@@ -299,17 +299,29 @@ class TestProducts:
         )
 
     def test_history_on_the_product_page_links_to_its_audit(self, boss_client, api_client):
-        product = ProductFactory(stock_code="H-1", ean="8593333333333", shop_quantity=1)
-        _sync(api_client, _item("H-1", ean="8593333333333", shop_quantity=3), request_id="DOC-7")
+        product = ProductFactory(
+            stock_code="H-1", ean="8593333333333", shop_quantity=1, eshop_price=Decimal("90")
+        )
+        _sync(
+            api_client,
+            _item("H-1", ean="8593333333333", shop_quantity=3, eshop_price=80),
+            request_id="DOC-7",
+        )
         audit = SyncAudit.objects.get(request_id="DOC-7")
 
         page = boss_client.get(reverse("admin:catalog_product_change", args=(product.pk,)))
 
         html = page.content.decode()
-        assert 'class="product-history"' in html
+        audit_url = reverse("admin:catalog_syncaudit_change", args=(audit.pk,))
+        # The price's change in the history, linked to its audit.
+        history = re.search(r'<table class="product-history">.*?</table>', html, re.S).group(0)
+        assert audit_url in history
+        assert f"#{audit.pk} DOC-7" in history
         assert "On hand (partner system)" in html
-        assert reverse("admin:catalog_syncaudit_change", args=(audit.pk,)) in html
-        assert f"#{audit.pk} DOC-7" in html
+        # The quantity's change in the movements, linked to the same audit and its request_id.
+        movements = re.search(r'<table class="stock-movements">.*?</table>', html, re.S).group(0)
+        assert audit_url in movements
+        assert "DOC-7" in movements
 
     def test_adding_a_product_resolves_its_pending_key(self, boss_client, api_client):
         _sync(api_client, _item("NEW-9", ean="8594444444444", shop_quantity=6), request_id="D-9")
@@ -443,13 +455,21 @@ class TestAudits:
         page = boss_client.get(reverse("admin:catalog_syncaudit_change", args=(audit.pk,)))
         history_url = reverse("admin:catalog_producthistory_changelist")
         assert f"{history_url}?audit__id__exact={audit.pk}" in page.content.decode()
-        assert "2 change(s)" in page.content.decode()
+        assert "1 change(s)" in page.content.decode()
+        # The quantity's change is a stock movement, linked from the audit's page as well.
+        movements_url = reverse("admin:stock_stockmovement_changelist")
+        assert f"{movements_url}?sync_audit__id__exact={audit.pk}" in page.content.decode()
+        assert "1 movement(s)" in page.content.decode()
 
         listing = boss_client.get(history_url, {"audit__id__exact": audit.pk})
         assert sorted(listing.context["cl"].result_list.values_list("field", flat=True)) == [
             "eshop_price",
-            "shop_quantity",
         ]
+        moved = boss_client.get(movements_url, {"sync_audit__id__exact": audit.pk})
+        assert moved.status_code == 200
+        assert list(
+            moved.context["cl"].result_list.values_list("kind", "before", "after", "reason")
+        ) == [("quantity", 1, 2, "sync")]
 
     @pytest.mark.parametrize("who", ["boss_client", "operator_client"])
     def test_nobody_adds_changes_or_deletes_an_audit(self, request, who):
@@ -590,9 +610,11 @@ class TestDocumentTimes:
     def test_product_page_shows_posted_at_and_the_document_time_of_each_change(
         self, boss_client, api_client
     ):
-        product = ProductFactory(stock_code="PT-1", ean="", shop_quantity=1)
+        product = ProductFactory(
+            stock_code="PT-1", ean="", shop_quantity=1, eshop_price=Decimal("90")
+        )
         body = {
-            "products": [_item("PT-1", shop_quantity=3)],
+            "products": [_item("PT-1", shop_quantity=3, eshop_price=80)],
             "request_id": "DOC-T",
             "sync_context": {"source_type": "stock_receipt", "posted_at": "2026-01-31T08:15:00Z"},
         }
@@ -607,11 +629,18 @@ class TestDocumentTimes:
 
         html = page.content.decode()
         assert "Document posted at" in html
-        # The history row: when it changed, then the document time, then the field.
+        # The quantity's change is a movement: when, warehouse, what, before, after, reason,
+        # then its source with the document time.
+        row = re.search(r'<table class="stock-movements">.*?<tbody>(.*?)</tbody>', html, re.S)
+        cells = re.findall(r"<td>(.*?)</td>", row.group(1))
+        assert cells[1:6] == ["MAIN", "Quantity", "1", "3", "Sync"]
+        assert "document of 2026-01-31 08:15:00 UTC" in cells[6]
+        assert "DOC-T" in cells[6]
+        # The price's history row: when it changed, then the document time, then the field.
         row = re.search(r'<table class="product-history">.*?<tbody>(.*?)</tbody>', html, re.S)
         cells = re.findall(r"<td>(.*?)</td>", row.group(1))
         assert cells[1] == "2026-01-31 08:15:00 UTC"
-        assert cells[2] == "On hand (partner system)"
+        assert (cells[3], cells[4]) == ("90", "80")
         # The product's own posted_at, read-only.
         assert "Jan. 31, 2026, 8:15 a.m." in html or "2026-01-31" in html
 

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import PendingProduct, Product, ProductHistory
 from core.bulk import COPY_THRESHOLD
-from stock.models import StockLevel
+from stock.models import StockLevel, StockMovement
 from tests.factories import ProductFactory, stock_set_directly
 from tests.partner_api.sync_helpers import item, post_sync
 
@@ -239,9 +239,10 @@ class RowMover(threading.Thread):
     def run(self):
         try:
             with transaction.atomic():
-                # As the stock app writes a figure: the product's sum and its level alike.
+                # As the stock app writes a figure: the product's sum and its level alike; and a
+                # price, which the batch's history then reads from this version of the row.
                 Product.objects.filter(pk__in=self.pks).update(
-                    shop_quantity=F("shop_quantity") + 1000
+                    shop_quantity=F("shop_quantity") + 1000, eshop_price=F("eshop_price") + 1000
                 )
                 StockLevel.objects.filter(product_id__in=self.pks).update(
                     quantity=F("quantity") + 1000
@@ -289,7 +290,12 @@ def test_a_large_batch_that_waited_for_a_writer_applies_to_the_rows_it_left(api_
     # Every row moved (the writer's version, then the batch's).
     assert all(after[pk] != before[pk] for pk in before)
     assert set(Product.objects.filter(pk__in=before).values_list("shop_quantity", flat=True)) == {7}
-    history = ProductHistory.objects.filter(product__in=products, field="shop_quantity")
+    history = ProductHistory.objects.filter(product__in=products, field="eshop_price")
     assert sorted(history.values_list("old_value", "new_value")) == sorted(
-        (str(p.shop_quantity + 1000), "7") for p in products
+        (str(p.eshop_price.normalize() + 1000), "90") for p in products
+    )
+    # The quantity's change is each level's movement, from the writer's figure.
+    moved = StockMovement.objects.filter(product__in=products, kind=StockMovement.Kind.QUANTITY)
+    assert sorted(moved.values_list("before", "after")) == sorted(
+        (p.shop_quantity + 1000, 7) for p in products
     )

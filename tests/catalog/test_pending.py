@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from catalog.schemas import ProductItem
+from stock.models import StockMovement
 from sync.imports import products_import
 from sync.pending import (
     pending_create_products,
@@ -55,6 +56,15 @@ def _history(product: Product) -> dict[str, tuple[str | None, str | None, str]]:
     }
 
 
+def _quantity_movements(product: Product) -> list[tuple[int | None, int, str]]:
+    """The changes of the product's quantity: its level's movements, oldest first."""
+    return list(
+        StockMovement.objects.filter(product=product, kind=StockMovement.Kind.QUANTITY)
+        .order_by("created_at", "id")
+        .values_list("before", "after", "reason")
+    )
+
+
 class TestResolveForProducts:
     def test_new_product_takes_the_pending_payload_and_links_history_to_its_audit(self, api_client):
         body = _sync(
@@ -87,12 +97,17 @@ class TestResolveForProducts:
             Decimal("55.5"),
         )
         assert _history(product) == {
-            "shop_quantity": ("0", "7", "pending"),
             "catalog_price": ("1", "100", "pending"),
             "eshop_price": ("1", "55.5", "pending"),
         }
+        assert _quantity_movements(product) == [(0, 7, "pending_key_resolved")]
         audit = SyncAudit.objects.get(request_id="DOC-1")
         assert set(ProductHistory.objects.values_list("audit_id", flat=True)) == {audit.pk}
+        assert set(
+            StockMovement.objects.filter(product=product).values_list(
+                "sync_audit_id", "warehouse__code"
+            )
+        ) == {(audit.pk, "MAIN")}
 
     def test_a_newer_change_wins_over_the_pending_payload(self):
         pending = PendingProductFactory(
@@ -135,9 +150,10 @@ class TestResolveForProducts:
 
         product.refresh_from_db()
         assert (product.shop_quantity, product.posted_at) == (3, posted)
-        assert ProductHistory.objects.get(source="pending", field="shop_quantity").posted_at == (
-            posted
+        movement = StockMovement.objects.get(
+            product=product, reason="pending_key_resolved", kind=StockMovement.Kind.QUANTITY
         )
+        assert (movement.before, movement.after, movement.posted_at) == (11, 3, posted)
 
     def test_key_without_ean_matches_the_only_product_with_that_stock_code(self):
         pending = PendingProductFactory(stock_code="SOLO", ean="")
@@ -216,7 +232,8 @@ class TestCreateProducts:
         assert (body["products_updated"], body["unknown_products"]) == (1, 0)
         product = Product.objects.get(stock_code="CR-3")
         assert product.shop_quantity == 9
-        assert _history(product) == {"shop_quantity": ("4", "9", "sync")}
+        assert _history(product) == {}
+        assert _quantity_movements(product)[-1] == (4, 9, "sync")
 
     def test_skips_ambiguous_and_invalid_and_resolves_existing(self):
         ambiguous = PendingProductFactory(stock_code="AMB", reason=PendingProduct.Reason.AMBIGUOUS)

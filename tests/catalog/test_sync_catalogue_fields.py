@@ -6,6 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from catalog.models import Product, ProductHistory
+from stock.models import StockMovement
 from tests.factories import ProductFactory, full_item, stock_set_directly
 from tests.partner_api.sync_helpers import post_sync
 
@@ -41,11 +42,13 @@ def _stamps() -> dict[str, object]:
 
 def test_items_that_leave_the_catalogue_out_change_nothing(api_client, catalogue):
     before, history = _stamps(), ProductHistory.objects.count()
+    movements = StockMovement.objects.count()
     response = post_sync(api_client, _batch([_stock_only(i) for i in range(6)]))
     assert response.status_code == 200
     assert response.json()["products_updated"] == 6
     assert _stamps() == before
     assert ProductHistory.objects.count() == history
+    assert StockMovement.objects.count() == movements
     kept = Product.objects.get(stock_code="SC-000003")
     assert (kept.name, kept.brand, kept.weight_kg) == (
         catalogue["SC-000003"].name,
@@ -106,6 +109,7 @@ def test_a_document_sent_again_writes_only_the_products_that_hold_another_time(
     Product.objects.filter(stock_code__in=["SC-000003", "SC-000004"]).update(posted_at=earlier)
     stock_set_directly(Product.objects.filter(stock_code="SC-000005"), 999)
     before, history = _stamps(), ProductHistory.objects.count()
+    movements = StockMovement.objects.count()
 
     response = post_sync(api_client, _batch([full_item(i) for i in range(6)]))
 
@@ -122,8 +126,10 @@ def test_a_document_sent_again_writes_only_the_products_that_hold_another_time(
     assert (
         Product.objects.get(stock_code="SC-000005").shop_quantity == full_item(5)["shop_quantity"]
     )
-    # Only a tracked field that moves is history: the quantity, not the time.
-    added = ProductHistory.objects.order_by("id")[history:]
-    assert [(h.product.stock_code, h.field, h.old_value) for h in added] == [
-        ("SC-000005", "shop_quantity", "999")
+    # Only a tracked field that moves is recorded: the quantity (a movement of the level), not
+    # the time; no price or status moved, so no history.
+    assert ProductHistory.objects.count() == history
+    added = StockMovement.objects.order_by("id")[movements:]
+    assert [(m.product.stock_code, m.kind, m.before, m.after, m.reason) for m in added] == [
+        ("SC-000005", "quantity", 999, full_item(5)["shop_quantity"], "sync")
     ]

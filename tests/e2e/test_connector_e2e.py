@@ -187,14 +187,15 @@ def test_a_lost_response_is_retried_replayed_and_applied_once(service, tmp_path)
     assert quantities(service, [r["stock_code"] for r in rows]) == {
         r["stock_code"]: r["shop_quantity"] for r in rows
     }
-    # One quantity change per product, all from the applied audits: nothing was applied twice.
-    history = service.query(
-        "SELECT a.outcome, count(*) FROM catalog_producthistory h "
-        "JOIN catalog_syncaudit a ON a.id = h.audit_id WHERE a.request_id = %s "
-        "AND h.field = 'shop_quantity' GROUP BY a.outcome",
+    # One quantity change per product (its level's movement), all from the applied audits:
+    # nothing was applied twice.
+    moved = service.query(
+        "SELECT a.outcome, count(*) FROM stock_stockmovement m "
+        "JOIN catalog_syncaudit a ON a.id = m.sync_audit_id WHERE a.request_id = %s "
+        "AND m.kind = 'quantity' AND m.reason = 'sync' GROUP BY a.outcome",
         ("PR-E2E-LOSSY",),
     )
-    assert history == [("applied", 12)]
+    assert moved == [("applied", 12)]
 
 
 def test_two_documents_in_the_wrong_order_leave_the_newer_stock(service, tmp_path):
@@ -243,11 +244,18 @@ def test_two_documents_in_the_wrong_order_leave_the_newer_stock(service, tmp_pat
         "WHERE stock_code = ANY(%s)",
         (codes[:4],),
     ) == [(datetime(2026, 1, 31, 8, 0),)]
-    # No history row of the stale items.
+    # No change recorded of the stale items: only the two applied quantities moved (their
+    # levels' movements), and no price or status (no history).
     assert service.query(
         "SELECT count(*) FROM catalog_producthistory h JOIN catalog_syncaudit a "
         "ON a.id = h.audit_id WHERE a.request_id = 'PR-E2E-OLD'"
-    ) == [(2,)]
+    ) == [(0,)]
+    assert service.query(
+        "SELECT p.stock_code, m.after FROM stock_stockmovement m "
+        "JOIN catalog_syncaudit a ON a.id = m.sync_audit_id "
+        "JOIN catalog_product p ON p.id = m.product_id "
+        "WHERE a.request_id = 'PR-E2E-OLD' AND m.kind = 'quantity' ORDER BY 1"
+    ) == [(code, 3) for code in codes[4:]]
 
 
 def test_a_dry_run_push_changes_nothing_and_prints_its_changes(service, tmp_path):

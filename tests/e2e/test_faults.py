@@ -109,6 +109,13 @@ def assert_nothing_applied(live, codes, request_id: str, pending_code: str) -> N
         (codes,),
     )
     assert history == 0
+    # Nor a change of quantity (a level's movement).
+    ((moved,),) = live.query(
+        "SELECT count(*) FROM stock_stockmovement m JOIN catalog_product p"
+        " ON p.id = m.product_id WHERE p.stock_code = ANY(%s)",
+        (codes,),
+    )
+    assert moved == 0
     assert not live.query(
         "SELECT 1 FROM catalog_idempotencyrecord WHERE request_id = %s", (request_id,)
     )

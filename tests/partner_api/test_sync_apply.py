@@ -6,6 +6,7 @@ import pytest
 from django.core import serializers
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
+from stock.models import StockMovement
 from sync.pause import sync_pause_set
 from tests.factories import PendingProductFactory, ProductFactory, full_item
 from tests.partner_api.sync_helpers import item, post_sync
@@ -266,10 +267,13 @@ def test_history_rows_for_changed_tracked_fields(api_client):
     _ok(post_sync(api_client, body))
     audit = SyncAudit.objects.get()
     rows = {h.field: h for h in ProductHistory.objects.filter(product=product)}
-    assert set(rows) == {"shop_quantity", "eshop_price"}
-    assert (rows["shop_quantity"].old_value, rows["shop_quantity"].new_value) == ("3", "1")
+    assert set(rows) == {"eshop_price"}
     assert (rows["eshop_price"].old_value, rows["eshop_price"].new_value) == ("90", "85.5")
     assert all(h.audit_id == audit.pk for h in rows.values())
+    # The quantity's change is the default level's movement, with the same source.
+    moved = StockMovement.objects.get(product=product, kind=StockMovement.Kind.QUANTITY)
+    assert (moved.before, moved.after, moved.reason, moved.warehouse.code) == (3, 1, "sync", "MAIN")
+    assert (moved.sync_audit_id, moved.request_id) == (audit.pk, "D-1")
 
     body["products"][0]["status"] = "discontinued"
     body["products"][0]["catalog_price"] = 110
@@ -279,6 +283,7 @@ def test_history_rows_for_changed_tracked_fields(api_client):
     assert set(latest) == {"status", "catalog_price"}
     assert (latest["status"].old_value, latest["status"].new_value) == ("active", "discontinued")
     assert (latest["catalog_price"].old_value, latest["catalog_price"].new_value) == ("100", "110")
+    assert not StockMovement.objects.filter(request_id="D-2").exists()
 
 
 def test_no_history_when_nothing_changed(api_client):

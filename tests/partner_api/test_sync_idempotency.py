@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
 from partner_api.keys import api_key_create
+from stock.models import StockMovement
 from sync.pause import sync_pause_set
 from tests.factories import ProductFactory, stock_set_directly
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, post_sync, put_item
@@ -59,7 +60,11 @@ def test_retry_replays_and_applies_nothing(api_client):
     assert retry.json() == first.json()
     assert _quantity() == 42
     assert PendingProduct.objects.get().times_seen == 1
-    assert ProductHistory.objects.count() == 1
+    # The first call's one change, a quantity's (the level's movement); the replay adds none.
+    assert ProductHistory.objects.count() == 0
+    assert list(
+        StockMovement.objects.values_list("kind", "before", "after", "reason", "request_id")
+    ) == [("quantity", 10, 5, "sync", "DOC-1")]
     outcomes = list(SyncAudit.objects.order_by("id").values_list("outcome", "status_code"))
     assert outcomes == [("applied", 200), ("replayed", 200)]
     replayed = SyncAudit.objects.get(outcome="replayed")
@@ -201,7 +206,11 @@ def test_two_identical_requests_at_once_apply_once(api_key):
         thread.join(30)
     assert sorted(results, key=str) == sorted([(200, None)] + [(200, "true")] * 3, key=str)
     assert PendingProduct.objects.get().times_seen == 1
-    assert ProductHistory.objects.count() == 1
+    # Applied once: one change of quantity (the level's movement), no history.
+    assert ProductHistory.objects.count() == 0
+    assert list(StockMovement.objects.values_list("kind", "before", "after", "reason")) == [
+        ("quantity", 10, 1, "sync")
+    ]
 
 
 def test_a_reserialised_retry_of_an_applied_request_is_replayed_while_paused(api_client):

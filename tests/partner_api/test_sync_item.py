@@ -5,6 +5,7 @@ from decimal import Decimal
 import pytest
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
+from stock.models import StockMovement
 from sync.pause import sync_pause_set
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, locs, put_item
@@ -37,9 +38,13 @@ def test_known_key_is_applied(api_client):
     product.refresh_from_db()
     assert product.shop_quantity == 3
     assert product.eshop_price == Decimal("79.90")
-    history = ProductHistory.objects.get(field="shop_quantity")
-    assert (history.old_value, history.new_value) == ("4", "3")
+    moved = StockMovement.objects.get(product=product, kind=StockMovement.Kind.QUANTITY)
+    assert (moved.before, moved.after, moved.reason) == (4, 3, "sync")
+    history = ProductHistory.objects.get(field="eshop_price")
+    assert history.new_value == "79.9"
     audit = SyncAudit.objects.get()
+    assert (moved.sync_audit_id, moved.request_id) == (audit.pk, "SALE-1")
+    assert history.audit_id == audit.pk
     assert audit.endpoint == SyncAudit.Endpoint.ITEM
     assert (audit.outcome, audit.source_type, audit.source_ref) == (
         "applied",

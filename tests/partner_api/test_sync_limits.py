@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
 from core import bulk
+from stock.models import StockMovement
 from tests.factories import full_item, levels_like_products
 from tests.partner_api.sync_helpers import SYNC_URL, item, post_sync
 
@@ -64,8 +65,11 @@ def test_full_batch_of_5000_items_is_applied(api_client):
     assert product.weight_kg == Decimal("9.45")
     assert product.on_promotion is True
     assert PendingProduct.objects.count() == 1000
-    # Quantity, catalog and e-shop price changed on every known product.
-    assert ProductHistory.objects.count() == 4000 * 3
+    # Quantity, catalog and e-shop price changed on every known product: the prices are
+    # history, the quantity the default level's movement.
+    assert ProductHistory.objects.count() == 4000 * 2
+    assert StockMovement.objects.filter(kind="quantity", reason="sync").count() == 4000
+    assert StockMovement.objects.get(product=product).before == 1000
     audit = SyncAudit.objects.get()
     assert (audit.products_received, audit.products_updated, audit.unknown_products) == (
         5000,
@@ -141,7 +145,10 @@ def test_query_count_does_not_grow_with_batch_size(api_client, monkeypatch, copy
     post_sync(api_client, {"products": [item("WARM-UP")]})
     small = _queries(api_client, 10, 0)
     history_after_small = ProductHistory.objects.count()
+    movements_after_small = StockMovement.objects.filter(kind="quantity").count()
     large = _queries(api_client, 500, 10_000)
-    assert ProductHistory.objects.count() - history_after_small == 200 * 3
+    # 200 changed products, each with both prices (history) and its quantity (a movement).
+    assert ProductHistory.objects.count() - history_after_small == 200 * 2
+    assert StockMovement.objects.filter(kind="quantity").count() - movements_after_small == 200
     assert PendingProduct.objects.count() == 1 + 4 + 200
     assert small == large

@@ -8,6 +8,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from catalog.models import IdempotencyRecord, PendingProduct, Product, ProductHistory, SyncAudit
+from stock.models import StockMovement
 from tests.factories import PendingProductFactory, ProductFactory
 from tests.partner_api.sync_helpers import item, locs, post_sync, put_item
 
@@ -61,6 +62,7 @@ def test_older_document_after_newer_one_is_stale_and_changes_nothing(api_client)
     ProductFactory(stock_code="B", ean="", shop_quantity=1)
     ok(post_sync(api_client, batch(item("A", shop_quantity=9), posted_at=T2)))
     history_before = ProductHistory.objects.count()
+    movements_before = StockMovement.objects.count()
     PendingProductFactory(stock_code="A", ean="859", state=PendingProduct.State.OPEN)
 
     body = ok(
@@ -84,9 +86,12 @@ def test_older_document_after_newer_one_is_stale_and_changes_nothing(api_client)
     assert product.posted_at == at(T2)
     assert quantity("B") == 4
     assert Product.objects.get(stock_code="B").posted_at == at(T1)
-    # Only B's quantity made history.
-    new_history = ProductHistory.objects.order_by("id")[history_before:]
-    assert [(h.product.stock_code, h.field) for h in new_history] == [("B", "shop_quantity")]
+    # Only B's quantity moved (a movement of its level, not history): nothing of A.
+    assert ProductHistory.objects.count() == history_before
+    new_movements = StockMovement.objects.order_by("id")[movements_before:]
+    assert [
+        (m.product.stock_code, m.kind, m.before, m.after, m.posted_at) for m in new_movements
+    ] == [("B", "quantity", 1, 4, at(T1))]
     audit = SyncAudit.objects.order_by("-id").first()
     assert (audit.products_updated, audit.stale_products, audit.posted_at) == (1, 1, at(T1))
 
@@ -227,6 +232,7 @@ def test_single_stale_item_answers_200_with_nothing_updated(api_client):
     }
     assert quantity("A") == 5
     assert not ProductHistory.objects.exists()
+    assert not StockMovement.objects.exists()
 
 
 def test_single_item_applies_and_takes_the_time(api_client):
@@ -248,11 +254,18 @@ def test_single_unknown_key_is_still_400(api_client):
 # History shows the document time
 # ------------------------------------------------------------------------------
 def test_history_rows_carry_the_document_time(api_client):
-    ProductFactory(stock_code="A", ean="", shop_quantity=5)
-    ok(post_sync(api_client, batch(item("A", shop_quantity=1), posted_at=T2)))
-    ok(post_sync(api_client, batch(item("A", shop_quantity=2))))
+    ProductFactory(stock_code="A", ean="", shop_quantity=5, eshop_price=Decimal("90"))
+    ok(post_sync(api_client, batch(item("A", shop_quantity=1, eshop_price=80), posted_at=T2)))
+    ok(post_sync(api_client, batch(item("A", shop_quantity=2, eshop_price=70))))
     times = list(ProductHistory.objects.order_by("id").values_list("posted_at", flat=True))
     assert times == [at(T2), None]
+    # The quantity's changes are the level's movements, with the same document times.
+    moved = list(
+        StockMovement.objects.filter(kind="quantity")
+        .order_by("id")
+        .values_list("before", "after", "posted_at")
+    )
+    assert moved == [(5, 1, at(T2)), (1, 2, None)]
 
 
 # ------------------------------------------------------------------------------
@@ -368,7 +381,12 @@ def test_large_batch_half_stale(api_client):
     assert [k["index"] for k in body["stale_keys"]] == list(range(1, 120, 2))
     rows = dict(Product.objects.values_list("stock_code", "shop_quantity"))
     assert all(rows[f"P{i:03d}"] == (0 if i % 2 else i + 1) for i in range(120))
-    assert ProductHistory.objects.count() == 60
+    # The 60 applied items changed their quantity (a movement each, with the document time)
+    # and nothing else; the stale ones changed nothing.
+    assert ProductHistory.objects.count() == 0
+    moved = StockMovement.objects.filter(kind="quantity", reason="sync")
+    assert moved.count() == 60
+    assert set(moved.values_list("posted_at", flat=True)) == {at(T2)}
     assert set(Product.objects.filter(shop_quantity__gt=0).values_list("posted_at", flat=True)) == {
         at(T2)
     }

@@ -7,6 +7,7 @@ import pytest
 
 from catalog.models import Product, ProductHistory
 from core.bulk import COPY_THRESHOLD
+from stock.models import StockMovement
 from tests.factories import ProductFactory, full_item
 from tests.partner_api.sync_helpers import post_sync
 
@@ -45,16 +46,19 @@ def applied(api_client):
 def test_the_same_batch_again_writes_nothing_and_counts_every_item(api_client, applied, size):
     items = applied(size)
     before, history = stamps(), ProductHistory.objects.count()
+    movements = StockMovement.objects.count()
     body = synced(api_client, items)
     assert body["products_updated"] == size
     assert stamps() == before
     assert ProductHistory.objects.count() == history
+    assert StockMovement.objects.count() == movements
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_change_of_an_untracked_field_alone_is_written_without_history(api_client, applied, size):
     items = applied(size)
     before, history = stamps(), ProductHistory.objects.count()
+    movements = StockMovement.objects.count()
     items[1] = {**items[1], "name": "Renamed", "run_on_flat": True}
     # The same values spelled otherwise, or optional fields not sent: nothing changes.
     items[0] = {**items[0], "weight_kg": "9,450", "catalog_price": "120.50"}
@@ -68,6 +72,7 @@ def test_a_change_of_an_untracked_field_alone_is_written_without_history(api_cli
     assert (product.name, product.run_on_flat) == ("Renamed", True)
     assert Product.objects.get(stock_code=items[2]["stock_code"]).brand == "Nordway"
     assert ProductHistory.objects.count() == history
+    assert StockMovement.objects.count() == movements
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -80,14 +85,15 @@ def test_a_tracked_change_writes_its_history_and_the_rest_of_the_row(api_client,
     assert {code for code in after if after[code] != before[code]} == {items[0]["stock_code"]}
     product = Product.objects.get(stock_code=items[0]["stock_code"])
     assert (product.shop_quantity, product.name) == (999, "Renamed")
-    rows = ProductHistory.objects.filter(product=product).order_by("-id")
-    assert (rows[0].field, rows[0].new_value) == ("shop_quantity", "999")
+    # The quantity's change is the default level's movement (history keeps prices and status).
+    moved = StockMovement.objects.filter(product=product).order_by("-id")
+    assert (moved[0].kind, moved[0].after, moved[0].reason) == ("quantity", 999, "sync")
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_new_document_time_alone_is_written(api_client, applied, size):
     items = applied(size)
-    history = ProductHistory.objects.count()
+    history, movements = ProductHistory.objects.count(), StockMovement.objects.count()
     context = {"source_type": "stock_receipt", "posted_at": T1}
     synced(api_client, items, sync_context=context)
     assert Product.objects.filter(posted_at__isnull=False).count() == size
@@ -95,3 +101,4 @@ def test_a_new_document_time_alone_is_written(api_client, applied, size):
     synced(api_client, items, sync_context=context)
     assert stamps() == before
     assert ProductHistory.objects.count() == history
+    assert StockMovement.objects.count() == movements
