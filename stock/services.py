@@ -198,70 +198,32 @@ def levels_from_table(
     now: datetime,
     posted_at: datetime | None,
     warehouse_id: int | None = None,
-) -> None:
+) -> int:
     """`levels_set` for the many products of a sync on PostgreSQL, run just before the sync
     updates those products from its temporary table `table` (`id`, and the new level in
     `quantity_column`): in one statement each level is inserted or changed and each change
-    recorded, without the values travelling back and forth.
+    recorded, without the values travelling back and forth. Returns the warehouse's id.
 
     The product row is written once: the caller's update writes `quantity_column` as each
     product's `shop_quantity`, which this sets to the sum of the product's selling levels
     first, wherever that is not the new level itself (a warehouse beside the default one holds
     some, or the default one does not sell)."""
     q = connection.ops.quote_name
-    levels = q(StockLevel._meta.db_table)
-    warehouses = q(Warehouse._meta.db_table)
-    # One question: the warehouse, whether it sells, whether another one holds any level
-    # (looked up warehouse by warehouse: a few index probes, whatever the catalogue's size).
-    cursor.execute(
-        f"SELECT w.id, w.sells, EXISTS (SELECT 1 FROM {warehouses} AS o JOIN {levels} AS l "
-        f"ON l.warehouse_id = o.id WHERE o.id <> w.id) FROM {warehouses} AS w "
-        + ("WHERE w.id = %s" if warehouse_id else "WHERE w.code = %s"),
-        [warehouse_id or settings.DEFAULT_WAREHOUSE],
-    )
-    found = cursor.fetchone()
-    if found is None:
-        found = (default_warehouse_id(), True, True)
-    warehouse_id, sells, others = found
-    movements = q(StockMovement._meta.db_table)
-    constants = source.columns(now)
-    movement_columns = ", ".join(
-        q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
-    )
-    quantity = f"v.{q(quantity_column)}"
-    sql = (
-        "WITH old AS ("
-        f"SELECT v.id AS product_id, {quantity} AS quantity, l.id AS level_id, "
-        "l.quantity AS before, l.posted_at AS held_at "
-        f"FROM {table} AS v LEFT JOIN {levels} AS l "
-        "ON l.product_id = v.id AND l.warehouse_id = %(warehouse)s), "
-        f"added AS (INSERT INTO {levels} "
-        "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
-        "SELECT product_id, %(warehouse)s, quantity, 0, %(posted_at)s, %(now)s FROM old "
-        "WHERE level_id IS NULL), "
-        f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
-        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
-        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
-        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))) "
-        f"INSERT INTO {movements} ({movement_columns}) "
-        f"SELECT product_id, %(warehouse)s, %(kind)s, before, quantity, "
-        + ", ".join(f"%({name})s" for name in constants)
-        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id"
-    )
-    cursor.execute(
-        sql,
-        {
-            "warehouse": warehouse_id,
-            "posted_at": posted_at,
-            "now": now,
-            "kind": Kind.QUANTITY,
-            **constants,
-        },
+    column = q(quantity_column)
+    warehouse_id, sells, others = _levels_statement(
+        cursor,
+        f"(SELECT id, {column} AS quantity FROM {table}) AS v",
+        {},
+        source=source,
+        now=now,
+        posted_at=posted_at,
+        warehouse_id=warehouse_id,
     )
     if sells and not others:
         # The default warehouse alone holds stock: each product's sum is its new level.
-        return
-    column = q(quantity_column)
+        return warehouse_id
+    levels = q(StockLevel._meta.db_table)
+    warehouses = q(Warehouse._meta.db_table)
     own = f"v.{column}" if sells else "0"
     cursor.execute(
         f"UPDATE {table} AS v SET {column} = {own} + COALESCE(("
@@ -270,6 +232,120 @@ def levels_from_table(
         "AND l.warehouse_id <> %s), 0)",
         [warehouse_id],
     )
+    return warehouse_id
+
+
+def levels_for_sync(
+    rows: Sequence[tuple[int, int]],
+    *,
+    source: Source,
+    now: datetime,
+    posted_at: datetime | None,
+) -> tuple[int, dict[int, int] | None]:
+    """The default warehouse's levels of a sync's few products (`rows`: product id, new level),
+    the products locked by the caller, which then writes each product's `shop_quantity`.
+    Returns the warehouse's id and, when a product's sum is not its new level (another
+    warehouse holds stock, or the default one does not sell), the sums by product; None when
+    each sum is the new level.
+
+    On PostgreSQL one statement (levels, movements and which warehouse); elsewhere `levels_set`,
+    which writes the products' sums itself (the sums are then returned for every product)."""
+    if connection.vendor != "postgresql":
+        warehouse_id = default_warehouse_id()
+        levels_set(rows, source=source, now=now, posted_at=posted_at, warehouse_id=warehouse_id)
+        sums = dict(
+            Product.objects.filter(pk__in=[pk for pk, _ in rows]).values_list("pk", "shop_quantity")
+        )
+        return warehouse_id, sums
+    with connection.cursor() as cursor:
+        warehouse_id, sells, others = _levels_statement(
+            cursor,
+            "unnest(%(ids)s::bigint[], %(quantities)s::integer[]) AS v(id, quantity)",
+            {"ids": [pk for pk, _ in rows], "quantities": [quantity for _, quantity in rows]},
+            source=source,
+            now=now,
+            posted_at=posted_at,
+        )
+    if sells and not others:
+        return warehouse_id, None
+    own = dict(rows) if sells else {}
+    sums = {pk: own.get(pk, 0) for pk, _ in rows}
+    for product_id, total in (
+        StockLevel.objects.filter(product_id__in=list(sums), warehouse__sells=True)
+        .exclude(warehouse_id=warehouse_id)
+        .order_by()
+        .values("product_id")
+        .annotate(total=Sum("quantity"))
+        .values_list("product_id", "total")
+    ):
+        sums[product_id] += total
+    return warehouse_id, sums
+
+
+def _levels_statement(
+    cursor,
+    relation: str,
+    params: dict,
+    *,
+    source: Source,
+    now: datetime,
+    posted_at: datetime | None,
+    warehouse_id: int | None = None,
+) -> tuple[int, bool, bool]:
+    """Set each level in the warehouse (the default one) from `relation` (`v`: `id`, the
+    product, and `quantity`) and record each change: one statement, which also answers the
+    warehouse's id, whether it sells and whether another warehouse holds any level (looked up
+    warehouse by warehouse: a few index probes, whatever the catalogue's size)."""
+    q = connection.ops.quote_name
+    levels = q(StockLevel._meta.db_table)
+    warehouses = q(Warehouse._meta.db_table)
+    movements = q(StockMovement._meta.db_table)
+    constants = source.columns(now)
+    movement_columns = ", ".join(
+        q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
+    )
+    chosen = "w.id = %(warehouse)s" if warehouse_id else "w.code = %(warehouse)s"
+    sql = (
+        f"WITH w AS (SELECT w.id, w.sells, EXISTS (SELECT 1 FROM {warehouses} AS o "
+        f"JOIN {levels} AS l ON l.warehouse_id = o.id WHERE o.id <> w.id) AS others "
+        f"FROM {warehouses} AS w WHERE {chosen}), "
+        "old AS (SELECT v.id AS product_id, v.quantity, w.id AS warehouse_id, "
+        "l.id AS level_id, l.quantity AS before, l.posted_at AS held_at "
+        f"FROM {relation} CROSS JOIN w LEFT JOIN {levels} AS l "
+        "ON l.product_id = v.id AND l.warehouse_id = w.id), "
+        f"added AS (INSERT INTO {levels} "
+        "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
+        "SELECT product_id, warehouse_id, quantity, 0, %(posted_at)s, %(now)s FROM old "
+        "WHERE level_id IS NULL), "
+        f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
+        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
+        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
+        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
+        f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
+        "SELECT product_id, warehouse_id, %(kind)s, before, quantity, "
+        + ", ".join(f"%({name})s" for name in constants)
+        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id) "
+        "SELECT id, sells, others FROM w"
+    )
+    cursor.execute(
+        sql,
+        {
+            **params,
+            "warehouse": warehouse_id or settings.DEFAULT_WAREHOUSE,
+            "posted_at": posted_at,
+            "now": now,
+            "kind": Kind.QUANTITY,
+            **constants,
+        },
+    )
+    found = cursor.fetchone()
+    if found is None:
+        # No such warehouse (deleted since migrate): made as `migrate` makes it, then again.
+        default_warehouse()
+        return _levels_statement(
+            cursor, relation, params, source=source, now=now, posted_at=posted_at
+        )
+    return found
 
 
 def _products_resum(
@@ -318,6 +394,17 @@ def reservations_open(
 ) -> None:
     """Hold `quantity` of each (product_id, quantity) for the order in the warehouse (the
     default one); products already locked."""
+    source = Source(Reason.PLACEMENT, order_id=order_id, order_number=order_number)
+    if connection.vendor == "postgresql":
+        # The reservations, their levels' and products' units and the movements: one statement.
+        _reserved_shift(
+            _summed(lines),
+            source=source,
+            now=now,
+            warehouse_id=warehouse_id,
+            placed=(order_id, lines),
+        )
+        return
     warehouse_id = warehouse_id or default_warehouse_id()
     Reservation.objects.bulk_create(
         [
@@ -328,20 +415,22 @@ def reservations_open(
                 quantity=quantity,
                 created_at=now,
                 changed_at=now,
-                cause="placed by the shop",
+                cause=PLACED_CAUSE,
             )
             for product_id, quantity in lines
         ]
     )
-    shifts: dict[tuple[int, int], int] = {}
+    _recount({(product_id, warehouse_id) for product_id, _ in lines}, source=source, now=now)
+
+
+PLACED_CAUSE = "placed by the shop"
+
+
+def _summed(lines: Iterable[tuple[int, int]]) -> dict[int, int]:
+    units: dict[int, int] = {}
     for product_id, quantity in lines:
-        pair = (product_id, warehouse_id)
-        shifts[pair] = shifts.get(pair, 0) + quantity
-    _reserved_shift(
-        shifts,
-        source=Source(Reason.PLACEMENT, order_id=order_id, order_number=order_number),
-        now=now,
-    )
+        units[product_id] = units.get(product_id, 0) + quantity
+    return units
 
 
 def reservations_release(
@@ -615,11 +704,18 @@ def _open_units():
 
 
 def _reserved_shift(
-    shifts: Mapping[tuple[int, int], int], *, source: Source, now: datetime
+    shifts: Mapping,
+    *,
+    source: Source,
+    now: datetime,
+    warehouse_id: int | None = None,
+    placed: tuple[int, Sequence[tuple[int, int]]] | None = None,
 ) -> None:
-    """The open reservations of these (product, warehouse) levels changed by these units (the
-    products locked by the caller): each level's and each selling product's `reserved` moves by
-    them, and each change is recorded.
+    """The open reservations of these levels changed by these units (`shifts`: by (product,
+    warehouse), or by product in the warehouse `warehouse_id`, the default one when None), the
+    products locked by the caller: each level's and each selling product's `reserved` moves by
+    them, and each change is recorded. `placed` (the order's id and its lines) also inserts the
+    order's reservations there.
 
     On PostgreSQL one statement, exact under the products' row locks (every writer of a level's
     reservations takes its product's row first), as `_consume_subtracting`; elsewhere the
@@ -634,16 +730,51 @@ def _reserved_shift(
     products = q(Product._meta.db_table)
     warehouses = q(Warehouse._meta.db_table)
     movements = q(StockMovement._meta.db_table)
+    reservations = q(Reservation._meta.db_table)
     constants = source.columns(now)
     movement_columns = ", ".join(
         q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
     )
-    pairs = sorted(shifts)
+    keys = sorted(shifts)
+    if placed is None:
+        pairs = "unnest(%(products)s::bigint[], %(warehouses)s::bigint[], %(units)s::integer[])"
+        params = {
+            "products": [product_id for product_id, _ in keys],
+            "warehouses": [warehouse for _, warehouse in keys],
+        }
+        shift = f"shift AS (SELECT * FROM {pairs} AS s(product_id, warehouse_id, units)), "
+        made = ""
+    else:
+        chosen = "id = %(warehouse)s" if warehouse_id else "code = %(warehouse)s"
+        params = {
+            "products": keys,
+            "warehouse": warehouse_id or settings.DEFAULT_WAREHOUSE,
+            "order": placed[0],
+            "lines": [product_id for product_id, _ in placed[1]],
+            "quantities": [quantity for _, quantity in placed[1]],
+            "cause": PLACED_CAUSE,
+            "open": State.OPEN,
+        }
+        shift = (
+            f"w AS (SELECT id FROM {warehouses} WHERE {chosen}), "
+            "shift AS (SELECT s.product_id, w.id AS warehouse_id, s.units FROM "
+            "unnest(%(products)s::bigint[], %(units)s::integer[]) AS s(product_id, units) "
+            "CROSS JOIN w), "
+        )
+        made = (
+            f"made AS (INSERT INTO {reservations} (order_id, product_id, warehouse_id, "
+            "quantity, state, created_at, changed_at, cause) "
+            "SELECT %(order)s, p.product_id, w.id, p.quantity, %(open)s, %(now)s, %(now)s, "
+            "%(cause)s FROM unnest(%(lines)s::bigint[], %(quantities)s::integer[]) "
+            "WITH ORDINALITY AS p(product_id, quantity, position) CROSS JOIN w "
+            "ORDER BY p.position RETURNING id), "
+        )
     sql = (
-        "WITH shift AS (SELECT * FROM unnest(%(products)s::bigint[], %(warehouses)s::bigint[], "
-        "%(units)s::integer[]) AS s(product_id, warehouse_id, units)), "
+        "WITH "
+        + shift
+        + made
         # A level that holds reservations but was never sent a figure: quantity 0.
-        f"shifted AS (INSERT INTO {levels} AS l "
+        + f"shifted AS (INSERT INTO {levels} AS l "
         "(product_id, warehouse_id, quantity, reserved, updated_at) "
         "SELECT product_id, warehouse_id, 0, units, %(now)s FROM shift "
         "ON CONFLICT (product_id, warehouse_id) DO UPDATE SET reserved = l.reserved + "
@@ -654,21 +785,33 @@ def _reserved_shift(
         + " FROM shifted AS t JOIN shift AS s ON s.product_id = t.product_id "
         "AND s.warehouse_id = t.warehouse_id WHERE s.units <> 0), "
         f"selling AS (SELECT s.product_id, SUM(s.units) AS units FROM shift AS s "
-        f"JOIN {warehouses} AS w ON w.id = s.warehouse_id WHERE w.sells GROUP BY s.product_id) "
+        f"JOIN {warehouses} AS ws ON ws.id = s.warehouse_id WHERE ws.sells "
+        "GROUP BY s.product_id) "
+    )
+    summed = (
         f"UPDATE {products} AS p SET reserved = p.reserved + g.units FROM selling AS g "
         "WHERE p.id = g.product_id AND g.units <> 0"
     )
+    # A placement answers how many reservations it made: everything joins the warehouse, so
+    # none found means nothing written.
+    sql += f", summed AS ({summed}) SELECT COUNT(*) FROM made" if placed else summed
     with connection.cursor() as cursor:
         cursor.execute(
             sql,
             {
-                "products": [product_id for product_id, _ in pairs],
-                "warehouses": [warehouse_id for _, warehouse_id in pairs],
-                "units": [shifts[pair] for pair in pairs],
+                **params,
+                "units": [shifts[key] for key in keys],
                 "now": now,
                 "kind": Kind.RESERVED,
                 **constants,
             },
+        )
+        made_count = cursor.fetchone()[0] if placed is not None else None
+    if made_count == 0:
+        # No such warehouse (deleted since migrate): the default one is made as `migrate`
+        # makes it, and the placement holds its units there.
+        _reserved_shift(
+            shifts, source=source, now=now, warehouse_id=default_warehouse_id(), placed=placed
         )
 
 

@@ -29,7 +29,7 @@ from core.bulk import bulk_insert_rows, bulk_update_rows, uses_copy
 from core.problems import Problem
 from core.retry import run_with_retry
 from stock.models import StockMovement
-from stock.services import Source, levels_from_table, levels_set, reservations_consume
+from stock.services import Source, levels_for_sync, levels_from_table, reservations_consume
 from sync import audit, idempotency
 from sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
 from sync.changes import changes, field_changes, report
@@ -313,18 +313,20 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         posted_at=posted_at,
     )
     # Many rows: the database writes the history and the levels from the old and new values
-    # side by side, without sending every changed value back and forth; the products' update
-    # then writes each one's `shop_quantity` as the stock app left it there (the sum of its
-    # levels), one write of each row. A few rows: the stock app writes the levels and the
-    # products' figures itself.
+    # side by side, without sending every changed value back and forth. Either way the stock
+    # app writes the levels first and the products' update then writes each one's
+    # `shop_quantity` as the sum the stock app gives (one write of each row).
     in_sql = uses_copy(updates)
-    if not in_sql:
-        levels_set(
+    warehouse_id = None
+    if not in_sql and updates:
+        warehouse_id, sums = levels_for_sync(
             [(row[0], row[_QUANTITY]) for row in updates],
             source=stock,
             now=now,
             posted_at=posted_at,
         )
+        if sums is not None:
+            updates = [(*row[:_QUANTITY], sums[row[0]], *row[_QUANTITY + 1 :]) for row in updates]
     bulk_update_rows(
         Product,
         VALUE_FIELDS,
@@ -343,7 +345,6 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         else None,
         previous=TRACKED_FIELDS,
         located=located,
-        not_written=() if in_sql else ("shop_quantity",),
     )
     if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
@@ -356,6 +357,7 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         now=now,
         request_id=request.request_id,
         posted_at=posted_at,
+        warehouse_id=warehouse_id,
     )
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
