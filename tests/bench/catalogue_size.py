@@ -256,6 +256,9 @@ def products(conn, shape: Shape, size: int) -> None:
     count = conn.execute("SELECT count(*) FROM bench_own").fetchone()[0]
     if count != size:
         raise SystemExit(f"expected {size} imported products, found {count}")
+    # The stock app's rows of the imported products go with them; the copies get their own.
+    conn.execute("DELETE FROM stock_stockmovement")
+    conn.execute("DELETE FROM stock_stocklevel")
     conn.execute("DELETE FROM catalog_product")
     step(
         conn,
@@ -266,6 +269,13 @@ def products(conn, shape: Shape, size: int) -> None:
     conn.execute(
         "SELECT setval(pg_get_serial_sequence('catalog_product', 'id'), "
         "(SELECT max(id) FROM catalog_product))"
+    )
+    step(
+        conn,
+        f"{shape.products:,} stock levels",
+        "INSERT INTO stock_stocklevel (product_id, warehouse_id, quantity, reserved, posted_at, "
+        "updated_at) SELECT p.id, w.id, p.shop_quantity, 0, p.posted_at, p.updated_at "
+        "FROM catalog_product p CROSS JOIN stock_warehouse w WHERE w.code = 'MAIN' ORDER BY 1",
     )
 
 
