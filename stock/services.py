@@ -67,6 +67,15 @@ class Source:
 _MOVEMENT_FIELDS = ("product", "warehouse", "kind", "before", "after")
 
 
+def _movement_columns(constants: Mapping) -> str:
+    """The quoted columns of a movement's insert: what moved, then `Source.columns`."""
+    quote = connection.ops.quote_name
+    return ", ".join(
+        quote(StockMovement._meta.get_field(name).column)
+        for name in (*_MOVEMENT_FIELDS, *constants)
+    )
+
+
 def default_warehouse() -> Warehouse:
     """The warehouse named by `DEFAULT_WAREHOUSE`, made when it does not exist (as `migrate`
     makes it): stock sent without a warehouse always has a home."""
@@ -301,9 +310,7 @@ def _levels_statement(
     warehouses = q(Warehouse._meta.db_table)
     movements = q(StockMovement._meta.db_table)
     constants = source.columns(now)
-    movement_columns = ", ".join(
-        q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
-    )
+    movement_columns = _movement_columns(constants)
     chosen = "w.id = %(warehouse)s" if warehouse_id else "w.code = %(warehouse)s"
     sql = (
         f"WITH w AS (SELECT w.id, w.sells, EXISTS (SELECT 1 FROM {warehouses} AS o "
@@ -635,9 +642,7 @@ def _consume_subtracting(
     warehouses = q(Warehouse._meta.db_table)
     movements = q(StockMovement._meta.db_table)
     constants = source.columns(now)
-    movement_columns = ", ".join(
-        q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
-    )
+    movement_columns = _movement_columns(constants)
     sql = (
         f"WITH consumed AS (UPDATE {reservations} SET state = %(consumed)s, changed_at = %(now)s, "
         "sync_audit_id = %(audit)s, cause = %(cause)s "
@@ -732,9 +737,7 @@ def _reserved_shift(
     movements = q(StockMovement._meta.db_table)
     reservations = q(Reservation._meta.db_table)
     constants = source.columns(now)
-    movement_columns = ", ".join(
-        q(StockMovement._meta.get_field(name).column) for name in (*_MOVEMENT_FIELDS, *constants)
-    )
+    movement_columns = _movement_columns(constants)
     keys = sorted(shifts)
     if placed is None:
         pairs = "unnest(%(products)s::bigint[], %(warehouses)s::bigint[], %(units)s::integer[])"
