@@ -399,3 +399,42 @@ def test_after_a_large_batch_the_figures_are_the_sums(
     assert Reservation.objects.filter(state=Reservation.State.CONSUMED).count() == 57
     assert StockMovement.objects.filter(reason=Reason.SYNC, kind=QUANTITY).count() == 64
     assert StockMovement.objects.filter(reason=Reason.CONSUMPTION, kind=RESERVED).count() == 57
+
+
+def test_the_admin_shows_every_reason_where_staff_look(shop_client, api_client, tmp_path):
+    """After every reason has happened, the movements list, filtered by each reason, lists
+    exactly its movements, and a product's page shows the reasons of its own."""
+    products = [ProductFactory(shop_quantity=10) for _ in range(12)]
+    _mix(shop_client, api_client, tmp_path, products, big=8)
+    User.objects.create_superuser("boss", "boss@example.com", "x")
+    client = Client()
+    client.login(username="boss", password="x")
+    added = client.post(
+        reverse("admin:catalog_product_add"),
+        {
+            "stock_code": "HAND-2",
+            "ean": "8594444444442",
+            "status": "active",
+            "shop_quantity": "4",
+            "catalog_price": "10",
+            "eshop_price": "9",
+        },
+    )
+    assert added.status_code == 302
+    changelist = reverse("admin:stock_stockmovement_changelist")
+
+    for reason, label in Reason.choices:
+        response = client.get(changelist, {"reason__exact": reason})
+        assert response.status_code == 200
+        expected = StockMovement.objects.filter(reason=reason).count()
+        assert expected >= 1, reason
+        assert response.context["cl"].result_count == expected, reason
+        rows = response.content.decode().split('id="result_list"', 1)[1]
+        assert rows.count(f'<td class="field-reason">{label}</td>') == min(expected, 100), reason
+
+    placed_and_consumed = products[4]
+    page = client.get(reverse("admin:catalog_product_change", args=(placed_and_consumed.pk,)))
+    assert page.status_code == 200
+    text = page.content.decode()
+    for reason in (Reason.PLACEMENT, Reason.CONSUMPTION, Reason.SYNC):
+        assert Reason(reason).label in text, reason
