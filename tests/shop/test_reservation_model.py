@@ -56,7 +56,7 @@ from catalog.models import Product
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from partner_api.keys import api_key_create
-from stock.models import Reservation
+from stock.models import Reservation, StockLevel
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item
 from tests.shop.helpers import (
@@ -774,7 +774,9 @@ class ReservationMachine(RuleBasedStateMachine):
         held = order.booked_at + timedelta(seconds=1)
         if product.posted_at is not None and product.posted_at > held:
             return
+        # As the migration to the stock app left such data: the level holds its product's time.
         Product.objects.filter(pk=product.pk).update(posted_at=held)
+        StockLevel.objects.filter(product_id=product.pk).update(posted_at=held)
         product.posted_at = held
         _seen("late document over old data")
         self._send_older(data, product)
