@@ -171,3 +171,30 @@ class TestListWarehouses:
 
         # "B" (66) < "_" (95) < "a" (97) < "b" (98), whatever the database's collation says.
         assert codes == ["first", "B", "_", "a", "b", "Z", "MAIN"]
+
+
+class TestSelling:
+    """decisions.md: a warehouse that stops selling leaves the sums at once; when it sells
+    again, its levels and open reservations count again."""
+
+    def test_stopping_and_resuming_selling_moves_the_shops_figures(self, shop_client):
+        from tests.shop.helpers import line, order_body, place
+
+        product = ProductFactory(shop_quantity=10, safety_buffer=0)
+        assert place(shop_client, order_body(line(product, 3))).status_code == 201
+
+        def figures() -> tuple:
+            response = shop_client.post(
+                "/api/v1/shop/stock/query",
+                {"keys": [{"stock_code": product.stock_code, "ean": product.ean}]},
+                format="json",
+            )
+            assert response.status_code == 200, response.json()
+            found = response.json()["items"][0]
+            return (found["shop_quantity"], found["reserved"], found["salable"])
+
+        assert figures() == (10, 3, 7)
+        assert _run("create_warehouse", "MAIN", "--sells", "no") == "MAIN updated\n"
+        assert figures() == (0, 0, 0)
+        assert _run("create_warehouse", "MAIN", "--sells", "yes") == "MAIN updated\n"
+        assert figures() == (10, 3, 7)
