@@ -317,7 +317,9 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     # app writes the levels first and the products' update then writes each one's
     # `shop_quantity` as the sum the stock app gives (one write of each row).
     in_sql = uses_copy(updates)
+    # The warehouse the levels were written in, as the stock app found it (asked once).
     warehouse_id = None
+    found_in: list[int] = []
     if not in_sql and updates:
         warehouse_id, sums = levels_for_sync(
             [(row[0], row[_QUANTITY]) for row in updates],
@@ -340,12 +342,15 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
             history=history if history_moves(moved) else None,
             stock=stock,
             now=now,
+            found_in=found_in,
         )
         if in_sql
         else None,
         previous=TRACKED_FIELDS,
         located=located,
     )
+    if found_in:
+        warehouse_id = found_in[0]
     if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
     # Every applied product, changed or not: its figures from this document time on include
@@ -377,13 +382,16 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
 _QUANTITY = 1 + VALUE_FIELDS.index("shop_quantity")
 
 
-def _history_and_levels(cursor, table: str, *, history: dict | None, stock: Source, now) -> None:
+def _history_and_levels(
+    cursor, table: str, *, history: dict | None, stock: Source, now, found_in: list[int]
+) -> None:
     """Before the products' update, from its temporary table: the history rows (`history`:
     their constants, None when no price or status moves), then each changed product's level
-    and its movement (and the figure the update writes)."""
+    and its movement (and the figure the update writes); the levels' warehouse is appended
+    to `found_in`."""
     if history is not None:
         history_from_table(cursor, table, constants=history)
-    levels_from_table(
+    found = levels_from_table(
         cursor,
         table,
         quantity_column=Product._meta.get_field("shop_quantity").column,
@@ -391,6 +399,7 @@ def _history_and_levels(cursor, table: str, *, history: dict | None, stock: Sour
         now=now,
         posted_at=stock.posted_at,
     )
+    found_in.append(found)
 
 
 def _dry_run(request: _Sync, resolution: Resolution) -> SyncResult:
