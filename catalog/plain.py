@@ -140,7 +140,7 @@ def _record_type() -> tuple[type[PlainItemBase], dict[str, Any], dict[str, bool]
         kw_only=True,
         gc=False,
     )
-    if keys != {"stock_code": False, "ean": True}:
+    if keys != {"stock_code": False, "ean": True, "warehouse": True}:
         raise TypeError(f"the plain form checks a key's pattern in {keys}")
     return record, columns, keys
 

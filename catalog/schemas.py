@@ -116,6 +116,9 @@ StockCode = Annotated[
 ]
 Ean = Annotated[text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean)]
 Text = text_field(m.TEXT_MAX_LENGTH)
+# A warehouse's code as an item names it: stripped; whether a stored warehouse has it is the
+# sync's question (`unknown_warehouse`), not a format rule.
+WarehouseCode = text_field(m.TEXT_MAX_LENGTH, strip=True)
 # Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
 _QuantityRange = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 Quantity = Annotated[_QuantityRange, BeforeValidator(_refuse_bool_as_number)]
@@ -177,6 +180,14 @@ class ProductItem(TextFromNumbers):
     shop_quantity: Quantity = Field(description="Absolute stock level after the document.")
     catalog_price: Price = Field(description="List price.")
     eshop_price: Price = Field(description="E-shop price.")
+    warehouse: WarehouseCode | None = Field(
+        default=None,
+        description=(
+            "Code of the warehouse whose level `shop_quantity` is; absent, null or \"\" mean "
+            "the default warehouse. Prices, status and catalogue fields are the product's."
+        ),
+        examples=["MAIN"],
+    )
     ean: Ean | None = Field(
         default=None, description='EAN; absent, null or "" means lookup by stock_code alone.'
     )
@@ -224,17 +235,19 @@ _ITEM_FIELDS = frozenset(ProductItem.model_fields)
 # Derived from ProductItem, in its order (the order of the interface's table): a new catalogue
 # field is declared there, on the model and in the admin's fieldsets, and nowhere else.
 KEY_FIELDS = ("ean", "stock_code")
+# Where an item's level is: neither a key nor a value of the product.
+LOCATION_FIELDS = ("warehouse",)
 # Fields every item sets.
 REQUIRED_FIELDS = tuple(
     name
     for name, info in ProductItem.model_fields.items()
-    if info.is_required() and name not in KEY_FIELDS
+    if info.is_required() and name not in (*KEY_FIELDS, *LOCATION_FIELDS)
 )
 # Optional catalogue fields, left as they are when absent or null.
 OPTIONAL_FIELDS = tuple(
     name
     for name, info in ProductItem.model_fields.items()
-    if not info.is_required() and name not in KEY_FIELDS
+    if not info.is_required() and name not in (*KEY_FIELDS, *LOCATION_FIELDS)
 )
 VALUE_FIELDS = REQUIRED_FIELDS + OPTIONAL_FIELDS
 # Changes of these are kept as product history.
@@ -378,6 +391,12 @@ _PLAIN_FIELDS: dict[str, Any] = {
     ]
     | None,
     "shop_quantity": Annotated[_QuantityRange, Strict()],
+    "warehouse": Annotated[
+        str,
+        Strict(),
+        StringConstraints(max_length=m.TEXT_MAX_LENGTH, pattern=_PLAIN_KEY_OR_EMPTY),
+    ]
+    | None,
     "catalog_price": _plain_number(_PRICES),
     "eshop_price": _plain_number(_PRICES),
     "weight_kg": _plain_number(_WEIGHTS) | None,

@@ -90,6 +90,25 @@ def default_warehouse_id() -> int:
     return default_warehouse().pk
 
 
+def item_warehouse_code(code: str | None) -> str:
+    """The code of the warehouse an item's `warehouse` names: the default one's when it names
+    none (absent, null or "")."""
+    return code or settings.DEFAULT_WAREHOUSE
+
+
+def warehouses_by_code(codes: Iterable[str | None]) -> dict[str, Warehouse]:
+    """The stored warehouses these items' codes name (`item_warehouse_code`), by code; a code
+    of no stored warehouse is not in it. The default warehouse is made when missing, as
+    `migrate` makes it. Codes are compared exactly (case-sensitive)."""
+    wanted = {item_warehouse_code(code) for code in codes}
+    found = {w.code: w for w in Warehouse.objects.filter(code__in=wanted)}
+    if settings.DEFAULT_WAREHOUSE in wanted and settings.DEFAULT_WAREHOUSE not in found:
+        warehouse = default_warehouse()
+        found[warehouse.code] = warehouse
+    # The database's comparison may ignore case (a MySQL collation): the codes themselves decide.
+    return {code: w for code, w in found.items() if code in wanted}
+
+
 def warehouse_save(
     code: str,
     *,

@@ -4,7 +4,7 @@ keys (the import checks repeated keys too), and the problem of a single item's u
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from django.conf import settings
 
@@ -70,6 +70,26 @@ def request_problems(items: Sequence[ProductItem], *, single: bool) -> list[Prob
         return []
     too_many = sync_limit_problem(len(items))
     return [too_many] if too_many else duplicate_key_problems(items)
+
+
+def unknown_warehouse_problems(
+    codes: Sequence[str | None], known: Collection[str], *, single: bool = False
+) -> list[Problem]:
+    """A problem for every item (by position; `codes`: each item's `warehouse`) that names a
+    warehouse with no stored code in `known` (absent, null and "" name the default one)."""
+    problems = []
+    for index, code in enumerate(codes):
+        if not code or code in known:
+            continue
+        problems.append(
+            Problem(
+                loc=("warehouse",) if single else ("products", index, "warehouse"),
+                msg=f"No warehouse with code {code!r}",
+                type="unknown_warehouse",
+                input=code,
+            )
+        )
+    return problems
 
 
 def unresolved_problem(item: ProductItem, reason: str) -> Problem:
