@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from django.db import DatabaseError
 from django.utils import timezone
@@ -15,7 +16,7 @@ from catalog.models import PendingProduct, SyncAudit, SyncControl
 from monitoring.metrics import PREFIX
 from orders.selectors import orders_waiting_summary
 from orders.states import PartnerStatus
-from stock.selectors import reservations_open_summary
+from stock.selectors import reservations_open_by_warehouse
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +45,24 @@ class DatabaseGauges(Collector):
             f"{PREFIX}_database_up", "1 when the scrape could read the database.", value=1
         )
         for name, help_text, value in figures:
-            yield GaugeMetricFamily(f"{PREFIX}_{name}", help_text, value=value)
+            if not isinstance(value, LabelledValues):
+                yield GaugeMetricFamily(f"{PREFIX}_{name}", help_text, value=value)
+                continue
+            family = GaugeMetricFamily(f"{PREFIX}_{name}", help_text, labels=[value.label])
+            for label_value, sample in sorted(value.samples.items()):
+                family.add_metric([label_value], sample)
+            yield family
 
 
-def database_figures() -> list[tuple[str, str, float]]:
+@dataclass(frozen=True)
+class LabelledValues:
+    """A gauge's samples by the value of its one label (none when nothing is to count)."""
+
+    label: str
+    samples: dict[str, float]
+
+
+def database_figures() -> list[tuple[str, str, float | LabelledValues]]:
     now = timezone.now()
     last_accepted = (
         SyncAudit.objects.filter(outcome__in=ACCEPTED_OUTCOMES)
@@ -58,7 +73,11 @@ def database_figures() -> list[tuple[str, str, float]]:
     pending_open = PendingProduct.objects.filter(state=PendingProduct.State.OPEN).count()
     waiting, oldest = orders_waiting_summary()
     paused = SyncControl.objects.filter(pk=1, paused=True).exists()
-    reserved_units, oldest_reservation = reservations_open_summary()
+    by_warehouse = reservations_open_by_warehouse()
+    reserved_units = LabelledValues(
+        "warehouse", {code: units for code, (units, _) in by_warehouse.items()}
+    )
+    oldest_reservation = min((oldest for _, oldest in by_warehouse.values()), default=None)
     return [
         (
             "last_accepted_sync_timestamp_seconds",
@@ -77,7 +96,12 @@ def database_figures() -> list[tuple[str, str, float]]:
             max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         ),
         ("sync_paused", "1 while staff have paused synchronization.", 1 if paused else 0),
-        ("reservations_open", "Units held by open reservations of shop orders.", reserved_units),
+        (
+            "reservations_open",
+            "Units held by open reservations of shop orders, by the warehouse they are pinned "
+            "to (a warehouse without any has no sample).",
+            reserved_units,
+        ),
         (
             "reservations_oldest_unconsumed_age_seconds",
             "Age of the oldest open reservation (neither consumed nor released); 0 when none.",

@@ -81,7 +81,8 @@ class OpenReservations:
 
 def open_reservations_figures() -> OpenReservations:
     """The shop side as the dashboard shows it: the units and oldest age are the metrics
-    gauges' (`reservations_open_summary`), with the number of orders that hold them."""
+    gauges' over every warehouse (`reservations_open_summary`), with the number of orders that
+    hold them."""
     units, oldest_at = reservations_open_summary()
     orders = (
         Reservation.objects.filter(state=Reservation.State.OPEN)

@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.db.models import Prefetch
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
@@ -19,7 +20,8 @@ from orders.states import (
     effective_status,
     status_change_allowed,
 )
-from stock.admin import ReservationOfOrderInline
+from stock.admin import ReservationOfOrderInline, allocations_display
+from stock.models import Reservation
 
 PartnerStatus = Order.PartnerStatus
 
@@ -95,14 +97,31 @@ class OrderForm(forms.ModelForm):
 
 
 class OrderItemInline(admin.TabularInline):
-    """The order's lines as the customer ordered them: a record, not a form."""
+    """The order's lines as the customer ordered them: a record, not a form. Each line shows
+    where its units were taken (its allocations) and what became of each part."""
 
     model = OrderItem
     extra = 0
-    fields = ("name", "quantity", "unit_price_display", "total_display", "ean", "stock_code")
+    fields = (
+        "name",
+        "quantity",
+        "unit_price_display",
+        "total_display",
+        "ean",
+        "stock_code",
+        "allocations",
+    )
     readonly_fields = fields
     unit_price_display = admin_decimal(OrderItem, "unit_price")
     total_display = admin_decimal(OrderItem, "total")
+
+    def get_queryset(self, request):
+        parts = Reservation.objects.select_related("warehouse").order_by("id")
+        return super().get_queryset(request).prefetch_related(Prefetch("reservations", parts))
+
+    @admin.display(description="Allocations (warehouse × units)")
+    def allocations(self, item: OrderItem) -> str:
+        return allocations_display(item.reservations.all())
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False

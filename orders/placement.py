@@ -3,7 +3,9 @@
 Placement locks the products of all lines in primary-key order (as the sync does), checks every
 line against what the product can sell, and stores the order, its items and its reservations in
 one transaction: of concurrent placements for the last units, exactly as many succeed as the
-stock allows.
+stock allows. Each line's units are taken from the selling warehouses (the stock app's
+`reservations_allocate`), read while the products are locked, so that no two placements take
+the same units of a warehouse.
 """
 
 from __future__ import annotations
@@ -161,7 +163,8 @@ def _place(order: ShopOrder, *, body_hash: str, by_name: str) -> Placed:
         ]
         if short:
             raise StockShort(short)
-        stored = _store(order, body_hash=body_hash, now=now)
+        stored, items = _store(order, body_hash=body_hash, now=now)
+        # Each line's units are taken from the selling warehouses, the products still locked.
         reservations_open(
             order_id=stored.pk,
             lines=[
@@ -170,6 +173,7 @@ def _place(order: ShopOrder, *, body_hash: str, by_name: str) -> Placed:
             ],
             now=now,
             order_number=stored.order_number,
+            items=[item.pk for item in items],
         )
         record_status_change(
             stored,
@@ -241,7 +245,7 @@ def _key_text(line) -> str:
     return f"({line.ean!r}, {line.stock_code!r})" if line.ean else repr(line.stock_code)
 
 
-def _store(order: ShopOrder, *, body_hash: str, now) -> Order:
+def _store(order: ShopOrder, *, body_hash: str, now) -> tuple[Order, list[OrderItem]]:
     stored = Order(
         order_number=order.order_number,
         created_at=order.created_at or now,
@@ -258,8 +262,7 @@ def _store(order: ShopOrder, *, body_hash: str, now) -> Order:
     for name in CUSTOMER_FIELDS:
         setattr(stored, f"customer_{name}", getattr(order.customer, name))
     stored.save()
-    OrderItem.objects.bulk_create(order_items(stored, order.items))
-    return stored
+    return stored, OrderItem.objects.bulk_create(order_items(stored, order.items))
 
 
 def shop_order_get(*, order_id: int) -> Order:

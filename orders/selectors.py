@@ -35,6 +35,9 @@ from orders.states import PartnerStatus, partner_statuses_for
 
 _ORDER_COLUMNS = ("id", "order_number", *ORDER_RECORD_COLUMNS, *ORDER_FULFILMENT_COLUMNS)
 _ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "stock_code")
+# Each line's allocations, read in the items' own query (a join: one row per part, in the
+# order taken), so that a page of orders still costs one query for its items.
+_ALLOCATION_COLUMNS = ("id", "reservations__warehouse__code", "reservations__quantity")
 
 
 PAGE_LIMIT_MAX = 1000
@@ -216,18 +219,28 @@ def _money(value: Decimal) -> float:
 def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict[str, Any]]:
     items_by_order: dict[int, list[dict[str, Any]]] = defaultdict(list)
     if rows:
-        item_rows = items.order_by("order_id", "id").values_list(*_ITEM_COLUMNS)
-        for order_id, name, quantity, unit_price, total, ean, stock_code in item_rows:
-            items_by_order[order_id].append(
-                {
+        item_rows = items.order_by("order_id", "id", "reservations__id").values_list(
+            *_ITEM_COLUMNS, *_ALLOCATION_COLUMNS
+        )
+        item: dict[str, Any] = {}
+        last_id = None
+        for order_id, name, quantity, unit_price, total, ean, stock_code, *part in item_rows:
+            item_id, warehouse, units = part
+            if item_id != last_id:
+                last_id = item_id
+                item = {
                     "name": name,
                     "quantity": quantity,
                     "unit_price": _money(unit_price),
                     "total": _money(total),
                     "ean": ean,
                     "stock_code": stock_code,
+                    "allocations": [],
                 }
-            )
+                items_by_order[order_id].append(item)
+            if warehouse is not None:
+                # Where the units were taken, whatever became of the reservation since.
+                item["allocations"].append({"warehouse": warehouse, "quantity": units})
     # Datetimes are shown with the offset of the service's time zone.
     zone = timezone.get_current_timezone()
     records = []

@@ -357,6 +357,13 @@ class OrderCustomer(OrderCustomerRecord):
     """The customer of an order, as the poll shows it."""
 
 
+class Allocation(BaseModel):
+    """Units of a line taken from one warehouse: the partner system books them there."""
+
+    warehouse: str = Field(description="The code of the warehouse the units were taken from.")
+    quantity: int = Field(ge=1, description="Units taken there; at least 1.")
+
+
 class OrderItem(BaseModel):
     name: str = Field(description="The product's name as the customer ordered it.")
     quantity: int = Field(description="Units ordered.")
@@ -365,6 +372,16 @@ class OrderItem(BaseModel):
     ean: str | None = Field(default=None, description="EAN of the product; null when none.")
     stock_code: str | None = Field(
         default=None, description="Stock number from the partner system."
+    )
+    allocations: list[Allocation] = Field(
+        description=(
+            "Where the line's units were taken when the shop placed the order, in the order "
+            "taken (the selling warehouses by priority, then code: the first that holds the "
+            "whole line, otherwise each in turn): one part per warehouse, whatever became of "
+            "the reservations since. The partner system books each part in its warehouse. "
+            "Empty for an order that reserved nothing (an import)."
+        ),
+        examples=[[{"warehouse": "MAIN", "quantity": 3}, {"warehouse": "BRNO", "quantity": 1}]],
     )
 
 
@@ -437,7 +454,10 @@ def order_example(**fields: Any) -> dict[str, Any]:
     """An Order record as the service answers it, its fields in the document's order: those
     given, the others as a new order has them (null, currency EUR)."""
     customer = dict.fromkeys(OrderCustomer.model_fields) | fields.pop("customer")
-    items = [dict.fromkeys(OrderItem.model_fields) | item for item in fields.pop("items")]
+    items = [
+        dict.fromkeys(OrderItem.model_fields) | {"allocations": []} | item
+        for item in fields.pop("items")
+    ]
     record = dict.fromkeys(Order.model_fields) | {"currency": "EUR"} | fields
     return record | {"customer": customer, "items": items}
 
@@ -482,9 +502,17 @@ GARAGE_ITEMS = [
     {**ALL_SEASON_TYRE, "quantity": 4, "total": 244.0},
 ]
 MARTIN = {"name": "Martin Král", "email": "martin.kral@example.com"}
+
+
+def taken_from_main(quantity: int) -> list[dict[str, Any]]:
+    """A shop line's allocations in the demo, whose stock is all in the default warehouse."""
+    return [{"warehouse": "MAIN", "quantity": quantity}]
+
+
+# Placed by the shop: each line's units were taken from the demo's one warehouse.
 MARTIN_ITEMS = [
-    {**WINTER_TYRE, "quantity": 1, "total": 84.5},
-    {**SUMMER_TYRE, "quantity": 1, "total": 109.0},
+    {**WINTER_TYRE, "quantity": 1, "total": 84.5, "allocations": taken_from_main(1)},
+    {**SUMMER_TYRE, "quantity": 1, "total": 109.0, "allocations": taken_from_main(1)},
 ]
 
 # Document times in the past stay valid whatever day the call is made (only more than 10

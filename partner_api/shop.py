@@ -7,7 +7,6 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
-from catalog.selectors import stock_for_keys
 from orders.placement import (
     OrderNumberTaken,
     ShopOrderCancelRefused,
@@ -41,6 +40,7 @@ from partner_api.shop_schemas import (
     StockAnswer,
     StockQuery,
 )
+from stock.selectors import stock_for_keys
 
 TAG = "shop"
 ORDER_ID_PARAMETER = OpenApiParameter(
@@ -65,9 +65,10 @@ class StockQueryView(ShopAPIView):
         description=(
             SHOP_KEY_NEEDED + "One answer per key, in request order: the partner system's level "
             "(shop_quantity), the units open shop orders hold (reserved), the safety buffer, "
-            "and salable = max(0, shop_quantity - reserved - safety_buffer). Keys are matched as "
-            "the sync matches them; a key naming no product or several is not found, with its "
-            "reason, and null figures."
+            "and salable = max(0, shop_quantity - reserved - safety_buffer), the sums over the "
+            "warehouses that sell, with each of those warehouses' level (in the order units are "
+            "taken from them). Keys are matched as the sync matches them; a key naming no "
+            "product or several is not found, with its reason, and null figures."
         ),
         request=StockQuery,
         responses={
@@ -102,7 +103,9 @@ class ShopOrderListView(ShopAPIView):
             "locks the lines' products and checks each line against its salable stock (409 "
             "listing every short line; nothing stored), then stores the order (status new, "
             "partner_sync_status pending_partner: the partner feed lists it at once) and "
-            "reserves its quantities, in one transaction. The same order_number with the same "
+            "reserves its quantities, in one transaction: each line's units are taken from the "
+            "selling warehouses by priority, then code (the first that holds the whole line, "
+            "otherwise each in turn), as each item's allocations show. The same order_number with the same "
             "body (canonical JSON) is 200 with the order as stored now and "
             "Idempotent-Replayed: true; with another body it is 409 naming the stored order."
         ),

@@ -18,6 +18,7 @@ from partner_api.order_schemas import (
     WINTER_TYRE,
     Order,
     order_example,
+    taken_from_main,
 )
 from partner_api.schema_extensions import documented_call
 
@@ -41,6 +42,19 @@ class StockQuery(BaseModel):
     keys: list[StockKey] = Field(min_length=1, max_length=STOCK_QUERY_MAX_KEYS)
 
 
+class StockWarehouse(BaseModel):
+    """A selling warehouse's level of the product."""
+
+    code: str = Field(description="The warehouse's code.")
+    name: str = Field(description="The warehouse's name.")
+    quantity: int = Field(description="The partner system's absolute level there.")
+    reserved: int = Field(description="Units held there by open reservations of shop orders.")
+    salable: int = Field(
+        description="max(0, quantity - reserved): what can be taken there (no safety buffer)."
+    )
+    lead_time_days: int = Field(description="How long goods from there take, in days.")
+
+
 class StockEntry(BaseModel):
     index: int = Field(description="Position of the key in the request.")
     stock_code: str = Field(description="The key's stock_code, normalised.")
@@ -56,6 +70,13 @@ class StockEntry(BaseModel):
         description="max(0, shop_quantity - reserved - safety_buffer): what the shop can sell."
     )
     status: str | None = Field(description="The product's status.")
+    warehouses: list[StockWarehouse] | None = Field(
+        description=(
+            "One entry per selling warehouse that holds a level of the product, in the order "
+            "units are taken from them (priority, then code by code point); null when the key "
+            "is not found. shop_quantity and reserved are their sums."
+        )
+    )
 
 
 class StockAnswer(BaseModel):
@@ -126,6 +147,16 @@ EXAMPLES = {
                     "safety_buffer": 0,
                     "salable": 9,
                     "status": "active",
+                    "warehouses": [
+                        {
+                            "code": "MAIN",
+                            "name": "MAIN",
+                            "quantity": 12,
+                            "reserved": 3,
+                            "salable": 9,
+                            "lead_time_days": 0,
+                        }
+                    ],
                 },
                 {
                     "index": 1,
@@ -138,6 +169,17 @@ EXAMPLES = {
                     "safety_buffer": 1,
                     "salable": 2,
                     "status": "active",
+                    # The warehouse's own salable units: the safety buffer is the product's.
+                    "warehouses": [
+                        {
+                            "code": "MAIN",
+                            "name": "MAIN",
+                            "quantity": 4,
+                            "reserved": 1,
+                            "salable": 3,
+                            "lead_time_days": 0,
+                        }
+                    ],
                 },
                 {
                     "index": 2,
@@ -150,6 +192,7 @@ EXAMPLES = {
                     "safety_buffer": None,
                     "salable": None,
                     "status": None,
+                    "warehouses": None,
                 },
             ]
         },
@@ -192,7 +235,9 @@ EXAMPLES = {
             created_at="2026-03-02T15:05:09.417203+00:00",
             status="new",
             customer=JANA,
-            items=[{**WINTER_TYRE, "quantity": 2, "total": 169.0}],
+            items=[
+                {**WINTER_TYRE, "quantity": 2, "total": 169.0, "allocations": taken_from_main(2)}
+            ],
             subtotal=169.0,
             vat_total=35.49,
             total=204.49,
@@ -211,7 +256,9 @@ EXAMPLES = {
             created_at="2026-03-02T14:38:50.912035+00:00",
             status="new",
             customer={"name": "Eva Horáková", "email": "eva.horakova@example.com", "city": "Praha"},
-            items=[{**WINTER_TYRE, "quantity": 2, "total": 169.0}],
+            items=[
+                {**WINTER_TYRE, "quantity": 2, "total": 169.0, "allocations": taken_from_main(2)}
+            ],
             subtotal=169.0,
             vat_total=35.49,
             total=204.49,

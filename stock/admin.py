@@ -456,8 +456,25 @@ def product_movements_table(product: Product) -> str:
     )
 
 
+def allocations_display(reservations) -> str:
+    """An order line's allocations, one per line of text in the order taken: the warehouse, the
+    units taken there and what became of them (open, consumed, released); "-" for a line that
+    reserved nothing (an import)."""
+    if not reservations:
+        return "-"
+    return format_html_join(
+        format_html("<br>"),
+        '<span class="allocation">{} × {} <small>({})</small></span>',
+        (
+            (reservation.warehouse.code, reservation.quantity, reservation.get_state_display())
+            for reservation in reservations
+        ),
+    )
+
+
 class ReservationOfOrderInline(ReadOnlyInline):
-    """An order's reservations, whatever became of them."""
+    """An order's reservations (its lines' allocations, one per line and warehouse), whatever
+    became of them."""
 
     model = Reservation
     fk_name = "order"

@@ -41,6 +41,13 @@ class Warehouse(models.Model):
         return self.code if self.name == self.code else f"{self.code} ({self.name})"
 
 
+def taking_order(priority: int, code: str) -> tuple[int, str]:
+    """Where a warehouse stands in the order units are taken in: by priority, then by code
+    compared character by character (code points: Python's comparison of text, never a
+    database's collation, which may put "a" before "B")."""
+    return (priority, code)
+
+
 class StockLevel(models.Model):
     """A product's stock in one warehouse: the partner system's absolute figure there, the
     units of open reservations pinned there, and the document time of the last level applied."""
@@ -73,8 +80,8 @@ class Reservation(models.Model):
     """Units of a product that a shop order holds back from sale, pinned to a warehouse.
 
     Open from the placement until the partner system's figures include the order (consumed,
-    by the first sync that applies the product's level with a document time at or after the
-    order's `stock_booked_at`) or the order is cancelled (released). Each change keeps its time
+    by the first sync that applies the product's level in its warehouse with a document time at
+    or after the order's `stock_booked_at`) or the order is cancelled (released). Each change keeps its time
     and cause, so staff can tell why the shop shows what it shows.
     """
 
@@ -87,6 +94,16 @@ class Reservation(models.Model):
     warehouse = models.ForeignKey(Warehouse, on_delete=models.PROTECT, related_name="reservations")
     # Protected: deleting an order must not silently change what the shop can sell.
     order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="reservations")
+    # The order line whose units it holds: a line's units may come from several warehouses,
+    # one reservation each (its allocations). Null only for reservations made without a line.
+    item = models.ForeignKey(
+        "orders.OrderItem",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="reservations",
+        verbose_name="order line",
+    )
     quantity = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     # From when the partner system's figures count the order (its acknowledgement's

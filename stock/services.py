@@ -27,7 +27,7 @@ from django.db.models.functions import Coalesce
 
 from catalog.models import Product
 from core.bulk import bulk_insert_rows, bulk_update_rows
-from stock.models import Reservation, StockLevel, StockMovement, Warehouse
+from stock.models import Reservation, StockLevel, StockMovement, Warehouse, taking_order
 
 State = Reservation.State
 Reason = StockMovement.Reason
@@ -410,53 +410,131 @@ def _products_resum(
 # Reservations: the units shop orders hold back
 
 
+@dataclass(frozen=True)
+class Part:
+    """Units of one order line taken from one warehouse: one reservation."""
+
+    line: int
+    product_id: int
+    warehouse_id: int
+    quantity: int
+
+
+def units_taken(wanted: int, salable: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where a line of `wanted` units is taken from, as (warehouse_id, units), given each
+    selling warehouse's (warehouse_id, salable) in the order units are taken: the first
+    warehouse that covers the whole line takes it all; when none does, each in turn gives at
+    most its salable until the line is covered. Units left over (the product's figures and its
+    levels disagree: nothing a warehouse holds covers them) are not taken here."""
+    whole = next((warehouse for warehouse, units in salable if units >= wanted), None)
+    if whole is not None:
+        return [(whole, wanted)]
+    parts = []
+    for warehouse, units in salable:
+        if wanted <= 0:
+            break
+        take = min(units, wanted)
+        if take > 0:
+            parts.append((warehouse, take))
+            wanted -= take
+    return parts
+
+
+def reservations_allocate(lines: Sequence[tuple[int, int]]) -> list[Part]:
+    """Where each (product_id, quantity) line's units are taken from, in the order taken: the
+    levels of the selling warehouses, read now (the products locked by the caller, so that no
+    other placement takes the same units), each line seeing the units the lines before it took.
+
+    The caller has checked each line against its product's `salable`, which the warehouses'
+    own salable units (no safety buffer) always cover when the product's figures are the sums
+    of its levels. Should they not be, the rest of a line is pinned to the first selling
+    warehouse that holds a level of the product, or the default one: held, as before
+    warehouses, rather than lost."""
+    rows = (
+        StockLevel.objects.filter(product_id__in={product_id for product_id, _ in lines})
+        .filter(warehouse__sells=True)
+        .order_by()
+        .values_list(
+            "product_id",
+            "warehouse__priority",
+            "warehouse__code",
+            "warehouse_id",
+            "quantity",
+            "reserved",
+        )
+    )
+    # Each product's selling warehouses, in the order taken, with their salable units.
+    salable: dict[int, dict[int, int]] = {}
+    for product_id, _, _, warehouse_id, quantity, reserved in sorted(
+        rows, key=lambda row: (row[0], *taking_order(row[1], row[2]))
+    ):
+        salable.setdefault(product_id, {})[warehouse_id] = max(0, quantity - reserved)
+    parts = []
+    for index, (product_id, quantity) in enumerate(lines):
+        held = salable.setdefault(product_id, {})
+        taken = dict(units_taken(quantity, list(held.items())))
+        left = quantity - sum(taken.values())
+        if left > 0:
+            rest = next(iter(held), None) or default_warehouse_id()
+            taken[rest] = taken.get(rest, 0) + left
+        for warehouse_id, units in taken.items():
+            if warehouse_id in held:
+                held[warehouse_id] = max(0, held[warehouse_id] - units)
+            parts.append(Part(index, product_id, warehouse_id, units))
+    return parts
+
+
 def reservations_open(
     *,
     order_id: int,
     lines: Sequence[tuple[int, int]],
     now: datetime,
     order_number: str = "",
+    items: Sequence[int] | None = None,
     warehouse_id: int | None = None,
-) -> None:
-    """Hold `quantity` of each (product_id, quantity) for the order in the warehouse (the
-    default one); products already locked."""
+) -> list[Part]:
+    """Hold `quantity` of each (product_id, quantity) line for the order, the products already
+    locked: each line's units are taken from the selling warehouses (`reservations_allocate`),
+    each part an open reservation pinned to its warehouse and naming its line (`items`: the
+    order lines' ids, in the lines' order). `warehouse_id` pins every line there instead (staff
+    tools). Returns the parts, in the order taken."""
     source = Source(Reason.PLACEMENT, order_id=order_id, order_number=order_number)
+    if warehouse_id is None:
+        parts = reservations_allocate(lines)
+    else:
+        parts = [
+            Part(index, product_id, warehouse_id, quantity)
+            for index, (product_id, quantity) in enumerate(lines)
+        ]
+    item_ids = list(items) if items is not None else [None] * len(lines)
     if connection.vendor == "postgresql":
         # The reservations, their levels' and products' units and the movements: one statement.
-        _reserved_shift(
-            _summed(lines),
-            source=source,
-            now=now,
-            warehouse_id=warehouse_id,
-            placed=(order_id, lines),
-        )
-        return
-    warehouse_id = warehouse_id or default_warehouse_id()
+        shifts: dict[tuple[int, int], int] = {}
+        for part in parts:
+            key = (part.product_id, part.warehouse_id)
+            shifts[key] = shifts.get(key, 0) + part.quantity
+        _reserved_shift(shifts, source=source, now=now, placed=(order_id, parts, item_ids))
+        return parts
     Reservation.objects.bulk_create(
         [
             Reservation(
                 order_id=order_id,
-                product_id=product_id,
-                warehouse_id=warehouse_id,
-                quantity=quantity,
+                item_id=item_ids[part.line],
+                product_id=part.product_id,
+                warehouse_id=part.warehouse_id,
+                quantity=part.quantity,
                 created_at=now,
                 changed_at=now,
                 cause=PLACED_CAUSE,
             )
-            for product_id, quantity in lines
+            for part in parts
         ]
     )
-    _recount({(product_id, warehouse_id) for product_id, _ in lines}, source=source, now=now)
+    _recount({(part.product_id, part.warehouse_id) for part in parts}, source=source, now=now)
+    return parts
 
 
 PLACED_CAUSE = "placed by the shop"
-
-
-def _summed(lines: Iterable[tuple[int, int]]) -> dict[int, int]:
-    units: dict[int, int] = {}
-    for product_id, quantity in lines:
-        units[product_id] = units.get(product_id, 0) + quantity
-    return units
 
 
 def reservations_release(
@@ -728,18 +806,16 @@ def _open_units():
 
 
 def _reserved_shift(
-    shifts: Mapping,
+    shifts: Mapping[tuple[int, int], int],
     *,
     source: Source,
     now: datetime,
-    warehouse_id: int | None = None,
-    placed: tuple[int, Sequence[tuple[int, int]]] | None = None,
+    placed: tuple[int, Sequence[Part], Sequence[int | None]] | None = None,
 ) -> None:
     """The open reservations of these levels changed by these units (`shifts`: by (product,
-    warehouse), or by product in the warehouse `warehouse_id`, the default one when None), the
-    products locked by the caller: each level's and each selling product's `reserved` moves by
-    them, and each change is recorded. `placed` (the order's id and its lines) also inserts the
-    order's reservations there.
+    warehouse)), the products locked by the caller: each level's and each selling product's
+    `reserved` moves by them, and each change is recorded. `placed` (the order's id, its parts
+    in the order taken and its lines' ids) also inserts the order's reservations.
 
     On PostgreSQL one statement, exact under the products' row locks (every writer of a level's
     reservations takes its product's row first), as `_consume_subtracting`; elsewhere the
@@ -758,38 +834,37 @@ def _reserved_shift(
     constants = source.columns(now)
     movement_columns = _movement_columns(constants)
     keys = sorted(shifts)
-    if placed is None:
-        pairs = "unnest(%(products)s::bigint[], %(warehouses)s::bigint[], %(units)s::integer[])"
-        params = {
-            "products": [product_id for product_id, _ in keys],
-            "warehouses": [warehouse for _, warehouse in keys],
-        }
-        shift = f"shift AS (SELECT * FROM {pairs} AS s(product_id, warehouse_id, units)), "
-        made = ""
-    else:
-        chosen = "id = %(warehouse)s" if warehouse_id else "code = %(warehouse)s"
-        params = {
-            "products": keys,
-            "warehouse": warehouse_id or settings.DEFAULT_WAREHOUSE,
-            "order": placed[0],
-            "lines": [product_id for product_id, _ in placed[1]],
-            "quantities": [quantity for _, quantity in placed[1]],
-            "cause": PLACED_CAUSE,
-            "open": State.OPEN,
-        }
-        shift = (
-            f"w AS (SELECT id FROM {warehouses} WHERE {chosen}), "
-            "shift AS (SELECT s.product_id, w.id AS warehouse_id, s.units FROM "
-            "unnest(%(products)s::bigint[], %(units)s::integer[]) AS s(product_id, units) "
-            "CROSS JOIN w), "
+    params = {
+        "products": [product_id for product_id, _ in keys],
+        "warehouses": [warehouse for _, warehouse in keys],
+    }
+    shift = (
+        "shift AS (SELECT * FROM unnest(%(products)s::bigint[], %(warehouses)s::bigint[], "
+        "%(units)s::integer[]) AS s(product_id, warehouse_id, units)), "
+    )
+    made = ""
+    if placed is not None:
+        order_id, parts, item_ids = placed
+        params.update(
+            {
+                "order": order_id,
+                "part_products": [part.product_id for part in parts],
+                "part_warehouses": [part.warehouse_id for part in parts],
+                "part_items": [item_ids[part.line] for part in parts],
+                "part_units": [part.quantity for part in parts],
+                "cause": PLACED_CAUSE,
+                "open": State.OPEN,
+            }
         )
+        # In the order taken: the reservations' ids say it.
         made = (
-            f"made AS (INSERT INTO {reservations} (order_id, product_id, warehouse_id, "
+            f"made AS (INSERT INTO {reservations} (order_id, product_id, warehouse_id, item_id, "
             "quantity, state, created_at, changed_at, cause) "
-            "SELECT %(order)s, p.product_id, w.id, p.quantity, %(open)s, %(now)s, %(now)s, "
-            "%(cause)s FROM unnest(%(lines)s::bigint[], %(quantities)s::integer[]) "
-            "WITH ORDINALITY AS p(product_id, quantity, position) CROSS JOIN w "
-            "ORDER BY p.position RETURNING id), "
+            "SELECT %(order)s, p.product_id, p.warehouse_id, p.item_id, p.quantity, %(open)s, "
+            "%(now)s, %(now)s, %(cause)s FROM unnest(%(part_products)s::bigint[], "
+            "%(part_warehouses)s::bigint[], %(part_items)s::bigint[], %(part_units)s::integer[]) "
+            "WITH ORDINALITY AS p(product_id, warehouse_id, item_id, quantity, position) "
+            "ORDER BY p.position), "
         )
     sql = (
         "WITH "
@@ -810,13 +885,10 @@ def _reserved_shift(
         f"JOIN {warehouses} AS ws ON ws.id = s.warehouse_id WHERE ws.sells "
         "GROUP BY s.product_id) "
     )
-    summed = (
+    sql += (
         f"UPDATE {products} AS p SET reserved = p.reserved + g.units FROM selling AS g "
         "WHERE p.id = g.product_id AND g.units <> 0"
     )
-    # A placement answers how many reservations it made: everything joins the warehouse, so
-    # none found means nothing written.
-    sql += f", summed AS ({summed}) SELECT COUNT(*) FROM made" if placed else summed
     with connection.cursor() as cursor:
         cursor.execute(
             sql,
@@ -827,13 +899,6 @@ def _reserved_shift(
                 "kind": Kind.RESERVED,
                 **constants,
             },
-        )
-        made_count = cursor.fetchone()[0] if placed is not None else None
-    if made_count == 0:
-        # No such warehouse (deleted since migrate): the default one is made as `migrate`
-        # makes it, and the placement holds its units there.
-        _reserved_shift(
-            shifts, source=source, now=now, warehouse_id=default_warehouse_id(), placed=placed
         )
 
 

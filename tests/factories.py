@@ -159,3 +159,22 @@ def stock_set_directly(products, quantity: int) -> None:
     ids = list(products.values_list("pk", flat=True))
     products.model.objects.filter(pk__in=ids).update(shop_quantity=quantity)
     StockLevel.objects.filter(product_id__in=ids).update(quantity=quantity)
+
+
+def set_level(product, warehouse, quantity: int, *, posted_at=None) -> None:
+    """Give the product `quantity` in the warehouse through the stock app (a staff edit), so
+    that its figures stay the sums of its levels; `posted_at` becomes the level's document
+    time."""
+    from django.utils import timezone
+
+    from stock.models import StockMovement
+    from stock.services import Source, levels_set
+
+    levels_set(
+        {product.pk: quantity},
+        source=Source(StockMovement.Reason.STAFF_EDIT, staff_user="test"),
+        now=timezone.now(),
+        posted_at=posted_at,
+        warehouse_id=warehouse.pk,
+    )
+    product.refresh_from_db()

@@ -68,5 +68,5 @@ def test_open_reservations_their_orders_and_the_oldest_age(boss_client, shop_cli
     # The metrics gauges say the same.
     settings.METRICS_TOKEN = TOKEN
     samples = scrape(Client())
-    assert value(samples, "stock_sync_reservations_open") == 6
+    assert value(samples, "stock_sync_reservations_open", warehouse="MAIN") == 6
     assert value(samples, "stock_sync_reservations_oldest_unconsumed_age_seconds") >= 3 * 3600

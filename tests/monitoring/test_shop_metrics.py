@@ -11,7 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from stock.models import Reservation
-from tests.factories import ProductFactory
+from stock.services import warehouse_save
+from tests.factories import ProductFactory, set_level
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place
 
@@ -40,10 +41,9 @@ def test_every_family_and_label_is_there_at_zero_from_the_start():
     for status in ("shipped", "delivered", "cancelled"):
         for by in ("shop", "partner"):
             assert (STATUS_CHANGES, (("by", by), ("status", status))) in samples
-    # Gauges read from an empty database.
-    assert (OPEN_UNITS, ()) in samples
+    # Gauges read from an empty database: no warehouse holds open reservations.
+    assert [key for key in samples if key[0] == OPEN_UNITS] == []
     assert (OLDEST, ()) in samples
-    assert value(samples, OPEN_UNITS) == 0
     assert value(samples, OLDEST) == 0
 
 
@@ -98,7 +98,7 @@ def test_the_gauges_read_the_open_reservations_from_the_database(shop_client, ap
     Reservation.objects.filter(order_id=a["order_id"]).update(created_at=two_days)
 
     samples = scrape(Client())
-    assert value(samples, OPEN_UNITS) == 10
+    assert value(samples, OPEN_UNITS, warehouse="MAIN") == 10
     age = value(samples, OLDEST)
     assert 2 * 86400 <= age < 2 * 86400 + 300
 
@@ -125,6 +125,26 @@ def test_the_gauges_read_the_open_reservations_from_the_database(shop_client, ap
     assert synced.status_code == 200
 
     samples = scrape(Client())
-    assert value(samples, OPEN_UNITS) == 1
+    assert value(samples, OPEN_UNITS, warehouse="MAIN") == 1
     assert value(samples, OLDEST) < 300
     assert Reservation.objects.get(order_id=c["order_id"]).state == Reservation.State.OPEN
+
+
+def test_the_open_units_gauge_has_one_sample_per_warehouse_holding_open_reservations(
+    shop_client,
+):
+    branch, _ = warehouse_save("BRNO", priority=10)
+    warehouse_save("DROP", priority=200)
+    split = ProductFactory(shop_quantity=2)
+    set_level(split, branch, 3)
+    main_only = ProductFactory(shop_quantity=4)
+    # 4 of `split`: BRNO (taken first) holds 3, MAIN the other one; 2 of `main_only` in MAIN.
+    assert place(shop_client, order_body(line(split, 4), number="W-1")).status_code == 201
+    assert place(shop_client, order_body(line(main_only, 2), number="W-2")).status_code == 201
+
+    samples = scrape(Client())
+
+    assert {key: sample for key, sample in samples.items() if key[0] == OPEN_UNITS} == {
+        (OPEN_UNITS, (("warehouse", "BRNO"),)): 3,
+        (OPEN_UNITS, (("warehouse", "MAIN"),)): 3,
+    }

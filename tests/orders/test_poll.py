@@ -154,6 +154,9 @@ class TestRecordShape:
                     "total": 169.0,
                     "ean": "8591234567001",
                     "stock_code": "PT-205-55-16-W",
+                    # It reserved nothing (decisions.md, "What the shop sees and where units
+                    # are taken").
+                    "allocations": [],
                 },
                 {
                     "name": "Valve",
@@ -162,6 +165,7 @@ class TestRecordShape:
                     "total": 100.0,
                     "ean": None,
                     "stock_code": None,
+                    "allocations": [],
                 },
             ],
             "subtotal": 169.0,

@@ -81,7 +81,12 @@ def test_order_shape_matches_the_interface(schema):
         "total",
         "ean",
         "stock_code",
+        # Where its units were taken (decisions.md, "What the shop sees and where units are
+        # taken").
+        "allocations",
     }
+    assert "allocations" in components["OrderItem"]["required"]
+    assert set(components["Allocation"]["properties"]) == {"warehouse", "quantity"}
     assert set(components["OrderList"]["required"]) == {"orders", "count"}
 
 

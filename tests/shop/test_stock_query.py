@@ -40,6 +40,7 @@ def test_one_answer_per_key_in_request_order(shop_client):
         "safety_buffer": None,
         "salable": None,
         "status": None,
+        "warehouses": None,
     }
     found = {
         "found": True,
@@ -49,6 +50,16 @@ def test_one_answer_per_key_in_request_order(shop_client):
         "safety_buffer": 0,
         "salable": 7,
         "status": "active",
+        "warehouses": [
+            {
+                "code": "MAIN",
+                "name": "MAIN",
+                "quantity": 7,
+                "reserved": 0,
+                "salable": 7,
+                "lead_time_days": 0,
+            }
+        ],
     }
     assert items[1] == {"index": 1, "stock_code": "SC-1", "ean": "859", **found}
     assert items[2]["found"] is False and items[2]["reason"] == "ambiguous"

@@ -32,9 +32,6 @@ SQL_SET = re.compile(
 # read (a dict of the stock query's answer) or restores, on an object the caller goes on
 # using, the figure that `stock.services` has just written, so that what follows shows it.
 ALLOWED = {
-    # The stock query's answer: a dict of the figures read, not a queryset.
-    ("catalog/selectors.py", "entry.update(found=True, reason=None, shop_quantity=quantity"),
-    ("catalog/selectors.py", "entry.update(found=False, reason=str("),
     # After levels_set: the resolved product's object shows its new figure, re-read.
     ("sync/pending.py", "product.shop_quantity = Product.objects.values_list('shop_quantity'"),
     # After levels_set for a created product: its object shows the figure just written.
