@@ -171,9 +171,7 @@ class TestStockQuery:
         # The warehouse's own salable does not subtract the product's buffer.
         assert by_code["MAIN"]["salable"] == 1
 
-    def test_the_levels_cost_one_query_whatever_the_number_of_keys(
-        self, shop_client, east, west
-    ):
+    def test_the_levels_cost_one_query_whatever_the_number_of_keys(self, shop_client, east, west):
         products = [stocked((east, 1), (west, 2), main=3) for _ in range(30)]
 
         def queries(keys) -> int:
@@ -189,9 +187,7 @@ class TestStockQuery:
 
 
 class TestWhereUnitsAreTaken:
-    def test_the_first_warehouse_that_holds_the_whole_line_takes_it(
-        self, shop_client, east, west
-    ):
+    def test_the_first_warehouse_that_holds_the_whole_line_takes_it(self, shop_client, east, west):
         product = stocked((east, 2), (west, 5), main=9)
 
         # EAST is first but holds 2: WEST, next by priority, holds all 4.
@@ -208,9 +204,7 @@ class TestWhereUnitsAreTaken:
             ("EAST", 0, 2, Reason.PLACEMENT),
         ]
 
-    def test_a_line_no_warehouse_holds_is_split_in_the_order_taken(
-        self, shop_client, east, west
-    ):
+    def test_a_line_no_warehouse_holds_is_split_in_the_order_taken(self, shop_client, east, west):
         product = stocked((east, 3), (west, 2), main=1)
         other = stocked((west, 4))
 
