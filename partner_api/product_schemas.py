@@ -82,6 +82,9 @@ class SyncKey(BaseModel):
     index: int = Field(description="Position of the item in `products` (0 for a single item).")
     stock_code: str = Field(description="The item's stock_code, normalised.")
     ean: str = Field(description='The item\'s EAN, normalised; "" when absent.')
+    warehouse: str = Field(
+        description="The code of the warehouse the item is for (the default one's when it names none)."
+    )
 
 
 class UnknownKey(SyncKey):
@@ -91,7 +94,15 @@ class UnknownKey(SyncKey):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"index": 3, "stock_code": "SC-9", "ean": "", "reason": "unknown"}]
+            "examples": [
+                {
+                    "index": 3,
+                    "stock_code": "SC-9",
+                    "ean": "",
+                    "warehouse": "MAIN",
+                    "reason": "unknown",
+                }
+            ]
         }
     )
 
@@ -100,7 +111,9 @@ class StaleKey(SyncKey):
     """An item not applied: its product holds a later posted_at than the request's."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}]}
+        json_schema_extra={
+            "examples": [{"index": 0, "stock_code": "SC-1", "ean": "8590001", "warehouse": "MAIN"}]
+        }
     )
 
 
@@ -110,6 +123,14 @@ class FieldChange(BaseModel):
     index: int = Field(description="Position of the item in `products` (0 for a single item).")
     stock_code: str
     ean: str = Field(description='"" when absent.')
+    warehouse: str = Field(
+        description=(
+            "The item's warehouse (the default one's when it names none): for shop_quantity, "
+            "the warehouse whose level changes; for a product field, the warehouse of the "
+            "product's first item in the batch that carries it."
+        ),
+        examples=["MAIN"],
+    )
     field: str = Field(description="The product item's field name.", examples=["shop_quantity"])
     old: Any = Field(
         description=(
@@ -127,6 +148,7 @@ class FieldChange(BaseModel):
                     "index": 1,
                     "stock_code": "SC-1",
                     "ean": "8590001",
+                    "warehouse": "MAIN",
                     "field": "shop_quantity",
                     "old": 5,
                     "new": 2,
@@ -191,9 +213,17 @@ class SyncResponse(BaseModel):
                     "stale_products": 1,
                     "request_id": "PR-2026-0042",
                     "unknown_keys": [
-                        {"index": 2, "stock_code": "SC-9", "ean": "", "reason": "unknown"}
+                        {
+                            "index": 2,
+                            "stock_code": "SC-9",
+                            "ean": "",
+                            "warehouse": "MAIN",
+                            "reason": "unknown",
+                        }
                     ],
-                    "stale_keys": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}],
+                    "stale_keys": [
+                        {"index": 0, "stock_code": "SC-1", "ean": "8590001", "warehouse": "MAIN"}
+                    ],
                 }
             ]
         }
@@ -265,6 +295,7 @@ EXAMPLES = {
                     "index": 2,
                     "stock_code": "PT-215-60-16-W",
                     "ean": "8591234567004",
+                    "warehouse": "MAIN",
                     "reason": "unknown",
                 }
             ],
