@@ -217,6 +217,132 @@ def levels_set(
     return moved
 
 
+def levels_later(pairs: Iterable[tuple[int, int]], posted_at: datetime) -> set[tuple[int, int]]:
+    """Of these (product id, warehouse id) levels, those that hold a document time later than
+    `posted_at` (an older document does not change them)."""
+    pairs = set(pairs)
+    found = set()
+    by_warehouse: dict[int, set[int]] = {}
+    for product_id, warehouse_id in pairs:
+        by_warehouse.setdefault(warehouse_id, set()).add(product_id)
+    for warehouse_id, product_ids in by_warehouse.items():
+        ids = sorted(product_ids)
+        for start in range(0, len(ids), _CHUNK):
+            found.update(
+                StockLevel.objects.filter(
+                    warehouse_id=warehouse_id,
+                    product_id__in=ids[start : start + _CHUNK],
+                    posted_at__gt=posted_at,
+                ).values_list("product_id", "warehouse_id")
+            )
+    return found
+
+
+def levels_held(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """The quantity of each of these (product id, warehouse id) levels that exists."""
+    held = {}
+    by_warehouse: dict[int, list[int]] = {}
+    for product_id, warehouse_id in set(pairs):
+        by_warehouse.setdefault(warehouse_id, []).append(product_id)
+    for warehouse_id, product_ids in by_warehouse.items():
+        for start in range(0, len(product_ids), _CHUNK):
+            held.update(
+                ((product_id, warehouse_id), quantity)
+                for product_id, quantity in StockLevel.objects.filter(
+                    warehouse_id=warehouse_id, product_id__in=product_ids[start : start + _CHUNK]
+                ).values_list("product_id", "quantity")
+            )
+    return held
+
+
+def levels_spread(
+    entries: Sequence[tuple[int, int, int]],
+    *,
+    source: Source,
+    now: datetime,
+    posted_at: datetime | None,
+    resum: Iterable[int] = (),
+) -> dict[int, int]:
+    """Set each (product id, warehouse id, quantity) level of a sync that names several
+    warehouses, the products locked by the caller; `posted_at`, when given, becomes each
+    level's document time. Records each change. Returns every named product's sum over its
+    selling warehouses (its new `shop_quantity`), which the caller writes; the products in
+    `resum` (whose other fields the caller does not write) get theirs here."""
+    if not entries:
+        return {}
+    product_ids = {product_id for product_id, _, _ in entries}
+    if connection.vendor != "postgresql":
+        by_warehouse: dict[int, list[tuple[int, int]]] = {}
+        for product_id, warehouse_id, quantity in entries:
+            by_warehouse.setdefault(warehouse_id, []).append((product_id, quantity))
+        for warehouse_id, rows in by_warehouse.items():
+            levels_set(rows, source=source, now=now, posted_at=posted_at, warehouse_id=warehouse_id)
+    else:
+        _levels_spread_statement(entries, source=source, now=now, posted_at=posted_at)
+        _products_resum(set(resum), reserved=False, now=now)
+    sums = dict.fromkeys(product_ids, 0)
+    ids = sorted(product_ids)
+    for start in range(0, len(ids), _CHUNK):
+        sums.update(
+            StockLevel.objects.filter(
+                product_id__in=ids[start : start + _CHUNK], warehouse__sells=True
+            )
+            .order_by()
+            .values("product_id")
+            .annotate(total=Sum("quantity"))
+            .values_list("product_id", "total")
+        )
+    return sums
+
+
+def _levels_spread_statement(
+    entries: Sequence[tuple[int, int, int]],
+    *,
+    source: Source,
+    now: datetime,
+    posted_at: datetime | None,
+) -> None:
+    """`levels_spread`'s levels and movements on PostgreSQL, in one statement."""
+    q = connection.ops.quote_name
+    levels = q(StockLevel._meta.db_table)
+    movements = q(StockMovement._meta.db_table)
+    constants = source.columns(now)
+    movement_columns = _movement_columns(constants)
+    rows = sorted(entries)
+    sql = (
+        "WITH old AS (SELECT v.product_id, v.warehouse_id, v.quantity, l.id AS level_id, "
+        "l.quantity AS before, l.posted_at AS held_at FROM unnest(%(products)s::bigint[], "
+        "%(warehouses)s::bigint[], %(quantities)s::integer[]) AS v(product_id, warehouse_id, "
+        f"quantity) LEFT JOIN {levels} AS l ON l.product_id = v.product_id "
+        "AND l.warehouse_id = v.warehouse_id), "
+        f"added AS (INSERT INTO {levels} "
+        "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
+        "SELECT product_id, warehouse_id, quantity, 0, %(posted_at)s, %(now)s FROM old "
+        "WHERE level_id IS NULL), "
+        f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
+        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
+        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
+        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))) "
+        f"INSERT INTO {movements} ({movement_columns}) "
+        "SELECT product_id, warehouse_id, %(kind)s, before, quantity, "
+        + ", ".join(f"%({name})s" for name in constants)
+        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id, warehouse_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "products": [row[0] for row in rows],
+                "warehouses": [row[1] for row in rows],
+                "quantities": [row[2] for row in rows],
+                "posted_at": posted_at,
+                "now": now,
+                "kind": Kind.QUANTITY,
+                **constants,
+            },
+        )
+
+
 def levels_from_table(
     cursor,
     table: str,
@@ -269,6 +395,7 @@ def levels_for_sync(
     source: Source,
     now: datetime,
     posted_at: datetime | None,
+    warehouse_id: int | None = None,
 ) -> tuple[int, dict[int, int] | None]:
     """The default warehouse's levels of a sync's few products (`rows`: product id, new level),
     the products locked by the caller, which then writes each product's `shop_quantity`.
@@ -279,7 +406,7 @@ def levels_for_sync(
     On PostgreSQL one statement (levels, movements and which warehouse); elsewhere `levels_set`,
     which writes the products' sums itself (the sums are then returned for every product)."""
     if connection.vendor != "postgresql":
-        warehouse_id = default_warehouse_id()
+        warehouse_id = warehouse_id or default_warehouse_id()
         levels_set(rows, source=source, now=now, posted_at=posted_at, warehouse_id=warehouse_id)
         sums = dict(
             Product.objects.filter(pk__in=[pk for pk, _ in rows]).values_list("pk", "shop_quantity")
@@ -293,6 +420,7 @@ def levels_for_sync(
             source=source,
             now=now,
             posted_at=posted_at,
+            warehouse_id=warehouse_id,
         )
     if sells and not others:
         return warehouse_id, None
