@@ -15,6 +15,7 @@ from django.db.models.functions import Collate
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from catalog.models import Product, SyncAudit
 from core.admin import ReadOnlyInline
@@ -463,7 +464,7 @@ def allocations_display(reservations) -> str:
     if not reservations:
         return "-"
     return format_html_join(
-        format_html("<br>"),
+        mark_safe("<br>"),
         '<span class="allocation">{} × {} <small>({})</small></span>',
         (
             (reservation.warehouse.code, reservation.quantity, reservation.get_state_display())

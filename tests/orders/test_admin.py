@@ -245,6 +245,66 @@ class TestReservationsOfAnOrder:
         assert "cancelled by the shop" in html
 
 
+def _allocations(html: str) -> list[list[str]]:
+    """Each line's allocations as the order's page shows them, in the lines' order."""
+    cells = re.findall(r'<td class="field-allocations">\s*<p>(.*?)</p>', html, re.S)
+    return [re.findall(r'<span class="allocation">(.*?)</span>', cell) for cell in cells]
+
+
+class TestAllocationsOfAnOrder:
+    """The order's page shows each line's allocations (warehouse, units) and their state."""
+
+    def test_each_line_shows_its_parts_in_the_order_taken_and_what_became_of_them(
+        self, admin_client, shop_client, api_client
+    ):
+        from stock.services import warehouse_save
+        from tests.factories import set_level
+
+        east, _ = warehouse_save("EAST", priority=10)
+        west, _ = warehouse_save("WEST", priority=20)
+        split = ProductFactory(shop_quantity=0)
+        set_level(split, east, 3)
+        set_level(split, west, 4)
+        whole = ProductFactory(shop_quantity=4)
+        placed = place(shop_client, order_body(line(split, 5), line(whole, 2), number="W-A"))
+        assert placed.status_code == 201
+        order_id = placed.json()["order_id"]
+        page = reverse("admin:orders_order_change", args=[order_id])
+
+        html = admin_client.get(page).content.decode()
+        assert _allocations(html) == [
+            ["EAST × 3 <small>(Open)</small>", "WEST × 2 <small>(Open)</small>"],
+            ["MAIN × 2 <small>(Open)</small>"],
+        ]
+        # The reservations below say the warehouse of each part too.
+        assert re.findall(r'<td class="field-warehouse">\s*<p><a [^>]*>(\w+)</a></p>', html) == [
+            "EAST",
+            "WEST",
+            "MAIN",
+        ]
+
+        acknowledged = api_client.post(
+            ack_url(order_id), {"partner_reference": "FA-A"}, format="json"
+        )
+        assert acknowledged.status_code == 200
+        cancelled = api_client.post(
+            f"/api/v1/partner/orders/{order_id}/status", {"status": "cancelled"}, format="json"
+        )
+        assert cancelled.status_code == 200
+        html = admin_client.get(page).content.decode()
+        assert _allocations(html) == [
+            ["EAST × 3 <small>(Released)</small>", "WEST × 2 <small>(Released)</small>"],
+            ["MAIN × 2 <small>(Released)</small>"],
+        ]
+
+    def test_an_imported_order_shows_none(self, admin_client):
+        order = order_with_items(2)
+
+        html = admin_client.get(reverse("admin:orders_order_change", args=[order.pk])).content
+        cells = re.findall(r'<td class="field-allocations">\s*<p>(.*?)</p>', html.decode(), re.S)
+        assert cells == ["-", "-"]
+
+
 class TestStatusHistory:
     """The order's page shows who moved it, when, from what to what, and its tracking."""
 

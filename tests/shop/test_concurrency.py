@@ -26,8 +26,9 @@ import orders.placement
 from catalog.models import Product, SyncAudit
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
-from stock.models import Reservation
-from tests.factories import ProductFactory
+from stock.models import Reservation, StockLevel
+from stock.services import warehouse_save
+from tests.factories import ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place
 
@@ -169,6 +170,55 @@ class TestTheLastUnits:
         elapsed = time.monotonic() - started
         assert _deadlocks() == deadlocks
         print(f"{self.ROUNDS} rounds of {self.CLIENTS} placements: {elapsed:.1f} s")
+
+
+class TestTheLastUnitsOfTwoWarehouses:
+    """decisions.md, "What the shop sees and where units are taken": concurrent placements
+    never take more units from a warehouse than its salable, nor more of a product than its
+    salable (each placement reads the levels while it holds the product's lock)."""
+
+    ROUNDS = 3
+    CLIENTS = 20
+
+    def test_twenty_single_units_for_three_in_one_warehouse_and_two_in_another(self, shop_key):
+        first, _ = warehouse_save("A", priority=10)
+        second, _ = warehouse_save("B", priority=20)
+        deadlocks = _deadlocks()
+        for round_ in range(self.ROUNDS):
+            product = ProductFactory(shop_quantity=0)
+            set_level(product, first, 3)
+            set_level(product, second, 2)
+            bodies = [
+                order_body(line(product, 1), number=f"TWO-{round_}-{i}")
+                for i in range(self.CLIENTS)
+            ]
+            replies = at_once(
+                [
+                    lambda body=body: (lambda r: (r.status_code, r.json()))(
+                        place(_client(shop_key), body)
+                    )
+                    for body in bodies
+                ]
+            )
+
+            assert Counter(status for status, _ in replies) == {201: 5, 409: 15}, replies
+            taken = Counter(
+                part["warehouse"]
+                for status, body in replies
+                if status == 201
+                for part in body["items"][0]["allocations"]
+            )
+            assert taken == {"A": 3, "B": 2}
+            reserved = dict(
+                StockLevel.objects.filter(product=product).values_list(
+                    "warehouse__code", "reserved"
+                )
+            )
+            assert reserved == {"A": 3, "B": 2, "MAIN": 0}
+            product.refresh_from_db()
+            assert (product.shop_quantity, product.reserved, product.salable) == (5, 5, 0)
+            _assert_reserved_is_the_open_reservations([product])
+        assert _deadlocks() == deadlocks
 
 
 @dataclass
