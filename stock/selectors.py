@@ -11,30 +11,59 @@ from django.db.models import Min, Sum
 
 from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product, effective_safety_buffer, salable
-from stock.models import Reservation, StockLevel, taking_order
+from stock.models import Reservation, taking_order
+
+_PRODUCT_COLUMNS = (
+    "pk",
+    "ean",
+    "stock_code",
+    "shop_quantity",
+    "reserved",
+    "safety_buffer",
+    "status",
+)
+# Each level of the product, joined in the same query (one row per level).
+_LEVEL_COLUMNS = (
+    "levels__warehouse__sells",
+    "levels__warehouse__priority",
+    "levels__warehouse__code",
+    "levels__warehouse__name",
+    "levels__quantity",
+    "levels__reserved",
+    "levels__warehouse__lead_time_days",
+)
+# Where a row's level begins: its warehouse's `sells`, then the rest in the order above.
+_SELLS = len(_PRODUCT_COLUMNS)
 
 
 def stock_for_keys(*, keys: Sequence[tuple[str | None, str]]) -> list[dict[str, Any]]:
     """What the shop can sell of each (ean, stock_code) key, in the keys' order: the product's
-    figures (the sums over the selling warehouses) and each selling warehouse's level.
+    figures (the sums over the selling warehouses) and each selling warehouse's level, in the
+    order units are taken from them (`taking_order`, sorted here).
 
     Keys are matched as the sync matches them; a key naming no product, or several, is not
-    found and says why. Two queries, whatever the number of keys: the products, then the
-    levels of those found.
+    found and says why. One query, whatever the number of keys: the products with their
+    levels joined.
     """
-    rows = Product.objects.filter(stock_code__in={code for _, code in keys}).values_list(
-        "pk", "ean", "stock_code", "shop_quantity", "reserved", "safety_buffer", "status"
+    rows = (
+        Product.objects.filter(stock_code__in={code for _, code in keys})
+        .order_by()
+        .values_list(*_PRODUCT_COLUMNS, *_LEVEL_COLUMNS)
     )
-    products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
-    found = [products.candidates(ean, stock_code) for ean, stock_code in keys]
-    warehouses = selling_levels(
-        product_ids={candidates[0][0] for candidates in found if len(candidates) == 1}
-    )
+    figures: dict[int, tuple] = {}
+    levels: dict[int, list[tuple]] = {}
+    for row in rows:
+        if row[0] not in figures:
+            figures[row[0]] = row
+        if row[_SELLS]:
+            levels.setdefault(row[0], []).append(row)
+    products = ProductsByKey(figures.values(), key=lambda row: (row[1], row[2]))
     answer = []
-    for index, ((ean, stock_code), candidates) in enumerate(zip(keys, found, strict=True)):
+    for index, (ean, stock_code) in enumerate(keys):
+        candidates = products.candidates(ean, stock_code)
         entry: dict[str, Any] = {"index": index, "stock_code": stock_code, "ean": ean or ""}
         if len(candidates) == 1:
-            product_id, _, _, quantity, reserved, buffer, status = candidates[0]
+            product_id, _, _, quantity, reserved, buffer, status = candidates[0][:_SELLS]
             entry.update(
                 found=True,
                 reason=None,
@@ -43,7 +72,7 @@ def stock_for_keys(*, keys: Sequence[tuple[str | None, str]]) -> list[dict[str, 
                 safety_buffer=effective_safety_buffer(buffer),
                 salable=salable(quantity, reserved, buffer),
                 status=status,
-                warehouses=warehouses.get(product_id, []),
+                warehouses=_warehouses(levels.get(product_id, [])),
             )
         else:
             entry.update(
@@ -62,39 +91,22 @@ def stock_for_keys(*, keys: Sequence[tuple[str | None, str]]) -> list[dict[str, 
     return answer
 
 
-def selling_levels(*, product_ids: set[int]) -> dict[int, list[dict[str, Any]]]:
-    """Each product's levels in the warehouses that sell, in the order units are taken from
-    them (`taking_order`, sorted here): one query for all the products."""
-    if not product_ids:
-        return {}
-    rows = (
-        StockLevel.objects.filter(product_id__in=product_ids, warehouse__sells=True)
-        .order_by()
-        .values_list(
-            "product_id",
-            "warehouse__priority",
-            "warehouse__code",
-            "warehouse__name",
-            "quantity",
-            "reserved",
-            "warehouse__lead_time_days",
-        )
-    )
-    levels: dict[int, list[dict[str, Any]]] = {}
-    for product_id, _, code, name, quantity, reserved, lead_time_days in sorted(
-        rows, key=lambda row: (row[0], *taking_order(row[1], row[2]))
-    ):
-        levels.setdefault(product_id, []).append(
-            {
-                "code": code,
-                "name": name,
-                "quantity": quantity,
-                "reserved": reserved,
-                "salable": max(0, quantity - reserved),
-                "lead_time_days": lead_time_days,
-            }
-        )
-    return levels
+def _warehouses(rows: list[tuple]) -> list[dict[str, Any]]:
+    """A product's selling levels (its rows of the query) as the stock query shows them, in
+    the order taken."""
+    if len(rows) > 1:
+        rows = sorted(rows, key=lambda row: taking_order(row[_SELLS + 1], row[_SELLS + 2]))
+    return [
+        {
+            "code": code,
+            "name": name,
+            "quantity": quantity,
+            "reserved": reserved,
+            "salable": max(0, quantity - reserved),
+            "lead_time_days": lead_time_days,
+        }
+        for _, code, name, quantity, reserved, lead_time_days in (row[_SELLS + 1 :] for row in rows)
+    ]
 
 
 def reservations_open_summary() -> tuple[int, datetime | None]:
