@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
@@ -140,6 +140,25 @@ def warehouse_save(
             set(StockLevel.objects.filter(warehouse=warehouse).values_list("product_id", flat=True))
         )
     return warehouse, created
+
+
+def movements_purge(*, before: datetime, dry_run: bool = False, batch: int = 2000) -> int:
+    """Delete the movements recorded before `before`, but those of orders that still hold an
+    open reservation (what staff need to follow a reservation to its end); returns how many.
+    Each batch is one short transaction."""
+    open_orders = Reservation.objects.filter(state=State.OPEN, order__isnull=False).values(
+        "order_id"
+    )
+    old = StockMovement.objects.filter(created_at__lt=before).exclude(order_id__in=open_orders)
+    if dry_run:
+        return old.count()
+    removed = 0
+    while True:
+        with transaction.atomic():
+            ids = list(old.order_by("pk").values_list("pk", flat=True)[:batch])
+            if not ids:
+                return removed
+            removed += StockMovement.objects.filter(pk__in=ids).delete()[0]
 
 
 # ---------------------------------------------------------------------------------------------
