@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -9,14 +10,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from catalog.models import Product
-from catalog.schemas import VALUE_FIELDS, ProductItem
+from catalog.schemas import ProductItem
 from core.bulk import select_rows
 from core.retry import run_with_retry
 from stock.models import StockMovement
-from stock.services import Source, levels_set
+from stock.services import Source, item_warehouse_code, levels_set, warehouses_by_code
 from sync.call import ItemsRefused
 from sync.pending import lock_stock_codes, pending_resolve_for_products
-from sync.rules import duplicate_key_problems
+from sync.warehouse_rules import PRODUCT_FIELDS, warehouse_item_problems
 
 IMPORT_CHUNK = 1000
 
@@ -27,16 +28,19 @@ class ImportResult:
     updated: int
 
 
-_CATALOGUE_FIELDS = tuple(name for name in VALUE_FIELDS if name != "shop_quantity")
-
-
 def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
     """Create or update products by key from a catalogue file, all or nothing.
+
+    An item's `shop_quantity` is the product's level in the warehouse it names (the default
+    one when it names none), as in a sync: a product may have one item per warehouse, its
+    items agreeing on its values, and every warehouse named must exist
+    (`warehouse_item_problems`); otherwise nothing is imported. Each level's change is
+    recorded with reason `import`.
 
     The products are locked in primary-key order, as the sync locks them, so an import beside
     syncs queues instead of deadlocking; a transient failure runs the import again.
     """
-    problems = duplicate_key_problems(items)
+    problems = warehouse_item_problems(items)
     if problems:
         raise ItemsRefused(problems)
     return run_with_retry(lambda: _import_attempt(items))
@@ -66,33 +70,42 @@ def _import_attempt(items: Sequence[ProductItem]) -> ImportResult:
             for i in range(0, len(pks), IMPORT_CHUNK)
             for p in Product.objects.filter(pk__in=pks[i : i + IMPORT_CHUNK])
         }
+        warehouses = warehouses_by_code(item.warehouse for item in items)
         now = timezone.now()
+        products: dict[tuple[str, str], Product] = {}
         new_products = []
         changed = []
         # The levels are the stock app's to write and record, with the products' figures.
-        quantities = []
+        levels: dict[int, list[tuple[Product, int]]] = defaultdict(list)
         for item in items:
+            product = products.get(item.key)
+            if product is None:
+                product = existing.get(item.key)
+                if product is None:
+                    product = Product(ean=item.ean or "", stock_code=item.stock_code)
+                    new_products.append(product)
+                else:
+                    product.updated_at = now
+                    changed.append(product)
+                products[item.key] = product
+            # A product's items agree where two carry a value: together they carry its values.
             values = item.values()
             quantity = values.pop("shop_quantity")
-            product = existing.get(item.key)
-            if product is None:
-                product = Product(ean=item.ean or "", stock_code=item.stock_code, **values)
-                new_products.append(product)
-            else:
-                for name, value in values.items():
-                    setattr(product, name, value)
-                product.updated_at = now
-                changed.append(product)
-            quantities.append((product, quantity))
+            for name, value in values.items():
+                setattr(product, name, value)
+            warehouse = warehouses[item_warehouse_code(item.warehouse)]
+            levels[warehouse.pk].append((product, quantity))
         Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)
         Product.objects.bulk_update(
-            changed, (*_CATALOGUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
+            changed, (*PRODUCT_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
         )
-        levels_set(
-            [(product.pk, quantity) for product, quantity in quantities],
-            source=Source(StockMovement.Reason.IMPORT),
-            now=now,
-        )
+        for warehouse_id, quantities in sorted(levels.items()):
+            levels_set(
+                [(product.pk, quantity) for product, quantity in quantities],
+                source=Source(StockMovement.Reason.IMPORT),
+                now=now,
+                warehouse_id=warehouse_id,
+            )
         for i in range(0, len(codes), IMPORT_CHUNK):
             pending_resolve_for_products(
                 products=Product.objects.filter(stock_code__in=codes[i : i + IMPORT_CHUNK]),
