@@ -105,15 +105,12 @@ def pending_export_csv(
     pending = (
         PendingProduct.objects.filter(state__in=list(states))
         .order_by("stock_code", "ean")
-        .only("stock_code", "ean", "payload", "warehouse_items", *_PENDING_FACTS)
+        .only("stock_code", "ean", "payload", "posted_at", "warehouse_items", *_PENDING_FACTS)
     )
     count = 0
     for key in pending.iterator(chunk_size=2000):
         payload = key.payload if isinstance(key.payload, dict) else {}
-        # A key kept without warehouses (none is) would still be written, from its payload.
-        levels = [(k.warehouse, k.payload.get("shop_quantity")) for k in key.kept_items()] or [
-            (payload.get("warehouse"), payload.get("shop_quantity"))
-        ]
+        levels = [(k.warehouse, k.payload.get("shop_quantity")) for k in key.kept_items()]
         facts = [
             key.reason,
             key.state,

@@ -176,7 +176,12 @@ class PendingProduct(models.Model):
     # "request_id", "seen_at"}. An item replaces its warehouse's unless that one holds a later
     # document time; when the key resolves, each one's quantity is its warehouse's level.
     warehouse_items = models.JSONField(
-        default=dict, blank=True, help_text="The last item sent for each warehouse, by code."
+        default=dict,
+        # Also the database's own default: a writer that names no items (one from before this
+        # column, still running while the service is upgraded) keeps none instead of failing.
+        db_default=models.Value({}, output_field=models.JSONField()),
+        blank=True,
+        help_text="The last item sent for each warehouse, by code.",
     )
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now, db_index=True)
@@ -200,8 +205,21 @@ class PendingProduct(models.Model):
         return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
 
     def kept_items(self) -> list[KeptItem]:
-        """The last item sent for each warehouse, by warehouse code (code points)."""
+        """The last item sent for each warehouse, by warehouse code (code points). A key
+        written without them (by a writer from before warehouses, while the service is
+        upgraded) keeps its payload, for the warehouse it names or the default one."""
         items = self.warehouse_items if isinstance(self.warehouse_items, dict) else {}
+        if not items and isinstance(self.payload, dict) and self.payload:
+            code = self.payload.get("warehouse") or settings.DEFAULT_WAREHOUSE
+            return [
+                KeptItem(
+                    str(code),
+                    self.payload,
+                    posted_at=self.posted_at,
+                    request_id=self.last_request_id,
+                    seen_at=self.last_seen,
+                )
+            ]
         return [
             KeptItem.from_stored(code, kept)
             for code, kept in sorted(items.items())

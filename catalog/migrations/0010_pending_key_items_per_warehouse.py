@@ -47,6 +47,7 @@ class Migration(migrations.Migration):
             name="warehouse_items",
             field=models.JSONField(
                 blank=True,
+                db_default=models.Value({}, output_field=models.JSONField()),
                 default=dict,
                 help_text="The last item sent for each warehouse, by code.",
             ),

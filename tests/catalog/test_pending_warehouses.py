@@ -25,7 +25,7 @@ from sync.pending import (
     pending_record,
     pending_resolve_for_products,
 )
-from tests.factories import ProductFactory
+from tests.factories import PendingProductFactory, ProductFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -265,6 +265,16 @@ class TestResolution:
         assert pending_resolve_for_products(products=[product], by="alice") == 1
 
         assert {code: q for code, (q, _) in levels(product).items()} == {"MAIN": 4}
+
+    def test_a_key_written_without_items_keeps_its_payload_for_the_default_warehouse(self):
+        # As a writer from before warehouses leaves it while the service is upgraded.
+        PendingProductFactory(stock_code="OLD-1", warehouse_items={}, posted_at=T1)
+        product = ProductFactory(stock_code="OLD-1", ean="", shop_quantity=0)
+
+        assert kept("OLD-1") == {"MAIN": (3, T1)}
+        pending_resolve_for_products(products=[product], by="alice")
+
+        assert levels(product) == {"MAIN": (3, T1)}
 
     def test_products_created_from_keys_take_each_warehouses_level(self):
         record(
