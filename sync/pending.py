@@ -523,14 +523,14 @@ def pending_record(
         by_key[item.key].append((item, reason))
     rows = []
     for (ean, stock_code), pairs in sorted(by_key.items()):
-        items = [item for item, _ in pairs]
+        items = [(item, item.payload()) for item, _ in pairs]
         rows.append(
             (
                 ean,
                 stock_code,
                 pairs[0][1],
                 PendingProduct.State.OPEN,
-                json.dumps(_key_payload(items), ensure_ascii=False),
+                json.dumps(_key_payload([payload for _, payload in items]), ensure_ascii=False),
                 posted_at,
                 json.dumps(_kept_items(items, request_id, now, posted_at), ensure_ascii=False),
                 now,
@@ -545,24 +545,29 @@ def pending_record(
     bulk_insert_rows(PendingProduct, _PENDING_FIELDS, rows, on_conflict=upsert)
 
 
-def _key_payload(items: Sequence[Any]) -> dict[str, Any]:
+def _key_payload(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The item a key keeps as its newest: the call's first item for it, with the values only a
     later one of its items carries (where two carry one they agree: the sync refuses
     conflicting values)."""
-    payload = items[0].payload()
-    for item in items[1:]:
-        for name, value in item.payload().items():
+    if len(payloads) == 1:
+        return payloads[0]
+    payload = dict(payloads[0])
+    for later in payloads[1:]:
+        for name, value in later.items():
             if name not in _LEVEL_FIELDS:
                 payload.setdefault(name, value)
     return payload
 
 
-def _kept_items(items: Sequence[Any], request_id: str | None, now, posted_at) -> dict[str, Any]:
-    """The call's item for each warehouse, as `PendingProduct.warehouse_items` keeps them."""
-    return {
-        code: KeptItem(
-            code, item.payload(), posted_at=posted_at, request_id=request_id, seen_at=now
+def _kept_items(
+    items: Sequence[tuple[Any, dict[str, Any]]], request_id: str | None, now, posted_at
+) -> dict[str, Any]:
+    """The call's item (and its payload) for each warehouse, as
+    `PendingProduct.warehouse_items` keeps them."""
+    kept = {}
+    for item, payload in items:
+        code = item_warehouse_code(getattr(item, "warehouse", None))
+        kept[code] = KeptItem(
+            code, payload, posted_at=posted_at, request_id=request_id, seen_at=now
         ).stored()
-        for item in items
-        for code in [item_warehouse_code(getattr(item, "warehouse", None))]
-    }
+    return kept
