@@ -183,7 +183,7 @@ class ProductItem(TextFromNumbers):
     warehouse: WarehouseCode | None = Field(
         default=None,
         description=(
-            "Code of the warehouse whose level `shop_quantity` is; absent, null or \"\" mean "
+            'Code of the warehouse whose level `shop_quantity` is; absent, null or "" mean '
             "the default warehouse. Prices, status and catalogue fields are the product's."
         ),
         examples=["MAIN"],

@@ -67,12 +67,19 @@ def _is_not_since(problem: Problem) -> bool:
 VALIDATION_RULES: dict[str, ValidationRule] = {
     "products_sync": ValidationRule(
         _is_stock_code_missing,
-        bad_request="Too many items, duplicate key, malformed JSON or invalid field.",
+        bad_request=(
+            "Too many items, duplicate key (per warehouse), unknown warehouse "
+            "(`unknown_warehouse`), one product's items disagreeing on its fields "
+            "(`conflicting_values`), malformed JSON or invalid field."
+        ),
         unprocessable_entity="stock_code missing or empty in an item.",
     ),
     "products_item": ValidationRule(
         _is_stock_code_missing,
-        bad_request="Unknown or ambiguous key, malformed JSON or invalid field.",
+        bad_request=(
+            "Unknown or ambiguous key, unknown warehouse (`unknown_warehouse`), malformed "
+            "JSON or invalid field."
+        ),
         unprocessable_entity="stock_code missing or empty.",
     ),
     "orders_poll": ValidationRule(

@@ -82,6 +82,9 @@ class SyncKey(BaseModel):
     index: int = Field(description="Position of the item in `products` (0 for a single item).")
     stock_code: str = Field(description="The item's stock_code, normalised.")
     ean: str = Field(description='The item\'s EAN, normalised; "" when absent.')
+    warehouse: str = Field(
+        description="The code of the warehouse the item is for (the default one's when it names none)."
+    )
 
 
 class UnknownKey(SyncKey):
@@ -91,7 +94,15 @@ class UnknownKey(SyncKey):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"index": 3, "stock_code": "SC-9", "ean": "", "reason": "unknown"}]
+            "examples": [
+                {
+                    "index": 3,
+                    "stock_code": "SC-9",
+                    "ean": "",
+                    "warehouse": "MAIN",
+                    "reason": "unknown",
+                }
+            ]
         }
     )
 
@@ -100,7 +111,9 @@ class StaleKey(SyncKey):
     """An item not applied: its product holds a later posted_at than the request's."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}]}
+        json_schema_extra={
+            "examples": [{"index": 0, "stock_code": "SC-1", "ean": "8590001", "warehouse": "MAIN"}]
+        }
     )
 
 
@@ -110,6 +123,14 @@ class FieldChange(BaseModel):
     index: int = Field(description="Position of the item in `products` (0 for a single item).")
     stock_code: str
     ean: str = Field(description='"" when absent.')
+    warehouse: str = Field(
+        description=(
+            "The item's warehouse (the default one's when it names none): for shop_quantity, "
+            "the warehouse whose level changes; for a product field, the warehouse of the "
+            "product's first item in the batch that carries it."
+        ),
+        examples=["MAIN"],
+    )
     field: str = Field(description="The product item's field name.", examples=["shop_quantity"])
     old: Any = Field(
         description=(
@@ -127,6 +148,7 @@ class FieldChange(BaseModel):
                     "index": 1,
                     "stock_code": "SC-1",
                     "ean": "8590001",
+                    "warehouse": "MAIN",
                     "field": "shop_quantity",
                     "old": 5,
                     "new": 2,
@@ -191,9 +213,17 @@ class SyncResponse(BaseModel):
                     "stale_products": 1,
                     "request_id": "PR-2026-0042",
                     "unknown_keys": [
-                        {"index": 2, "stock_code": "SC-9", "ean": "", "reason": "unknown"}
+                        {
+                            "index": 2,
+                            "stock_code": "SC-9",
+                            "ean": "",
+                            "warehouse": "MAIN",
+                            "reason": "unknown",
+                        }
                     ],
-                    "stale_keys": [{"index": 0, "stock_code": "SC-1", "ean": "8590001"}],
+                    "stale_keys": [
+                        {"index": 0, "stock_code": "SC-1", "ean": "8590001", "warehouse": "MAIN"}
+                    ],
                 }
             ]
         }
@@ -265,6 +295,7 @@ EXAMPLES = {
                     "index": 2,
                     "stock_code": "PT-215-60-16-W",
                     "ean": "8591234567004",
+                    "warehouse": "MAIN",
                     "reason": "unknown",
                 }
             ],
@@ -297,3 +328,152 @@ EXAMPLES = {
         },
     ),
 }
+
+# Calls that name warehouses (the demo's branches EAST and WEST beside the default MAIN).
+EXAMPLES["products_sync"] = [
+    *EXAMPLES["products_sync"],
+    *documented_call(
+        "levels per warehouse",
+        description=(
+            "A receipt counted in two places: the central store (no `warehouse`: the default "
+            "one) and the branch EAST. One product appears once per warehouse; its prices "
+            "agree."
+        ),
+        request={
+            "request_id": "PR-2026-0043",
+            "sync_context": {"source_type": "stock_receipt", "posted_at": _POSTED_AT},
+            "products": [
+                {
+                    "stock_code": "PT-205-55-16-W",
+                    "ean": "8591234567001",
+                    "status": "active",
+                    "shop_quantity": 10,
+                    "catalog_price": 89.9,
+                    "eshop_price": 84.5,
+                },
+                {
+                    "stock_code": "PT-205-55-16-W",
+                    "ean": "8591234567001",
+                    "warehouse": "EAST",
+                    "status": "active",
+                    "shop_quantity": 6,
+                    "catalog_price": 89.9,
+                    "eshop_price": 84.5,
+                },
+            ],
+        },
+        status=200,
+        response={
+            "success": True,
+            "products_received": 2,
+            "products_updated": 2,
+            "unknown_products": 0,
+            "stale_products": 0,
+            "request_id": "PR-2026-0043",
+            "unknown_keys": [],
+            "stale_keys": [],
+        },
+    ),
+    *documented_call(
+        "unknown warehouse",
+        description="A code no warehouse has: refused, nothing applied.",
+        request={
+            "request_id": "PR-2026-0044",
+            "products": [
+                {
+                    "stock_code": "PT-225-45-17-S",
+                    "ean": "8591234567002",
+                    "warehouse": "NORTH",
+                    "status": "active",
+                    "shop_quantity": 2,
+                    "catalog_price": 119.0,
+                    "eshop_price": 109.0,
+                }
+            ],
+        },
+        status=400,
+        response={
+            "detail": [
+                {
+                    "loc": ["body", "products", 0, "warehouse"],
+                    "msg": "No warehouse with code 'NORTH'",
+                    "type": "unknown_warehouse",
+                    "input": "NORTH",
+                }
+            ]
+        },
+    ),
+    *documented_call(
+        "conflicting values",
+        description=(
+            "One product's items for two warehouses disagree on its price: refused, nothing "
+            "applied."
+        ),
+        request={
+            "request_id": "PR-2026-0045",
+            "products": [
+                {
+                    "stock_code": "PT-225-45-17-S",
+                    "ean": "8591234567002",
+                    "status": "active",
+                    "shop_quantity": 2,
+                    "catalog_price": 119.0,
+                    "eshop_price": 109.0,
+                },
+                {
+                    "stock_code": "PT-225-45-17-S",
+                    "ean": "8591234567002",
+                    "warehouse": "WEST",
+                    "status": "active",
+                    "shop_quantity": 5,
+                    "catalog_price": 119.0,
+                    "eshop_price": 99.0,
+                },
+            ],
+        },
+        status=400,
+        response={
+            "detail": [
+                {
+                    "loc": ["body", "products", 1, "eshop_price"],
+                    "msg": (
+                        "eshop_price differs from item 0 of the same product (one product's "
+                        "items must agree on its fields)"
+                    ),
+                    "type": "conflicting_values",
+                    "input": "99.0",
+                    "ctx": {"index": 0, "value": "109.0"},
+                }
+            ]
+        },
+    ),
+]
+EXAMPLES["products_item"] = [
+    *EXAMPLES["products_item"],
+    *documented_call(
+        "branch level",
+        description="A sale in the branch EAST: that warehouse's level after it.",
+        request={
+            "stock_code": "PT-225-45-17-S",
+            "ean": "8591234567002",
+            "warehouse": "EAST",
+            "status": "active",
+            "shop_quantity": 1,
+            "catalog_price": 119.0,
+            "eshop_price": 109.0,
+            "request_id": "SALE-2026-0312",
+            "sync_context": {"source_type": "customer_sale", "posted_at": _POSTED_AT},
+        },
+        status=200,
+        response={
+            "success": True,
+            "products_received": 1,
+            "products_updated": 1,
+            "unknown_products": 0,
+            "stale_products": 0,
+            "request_id": "SALE-2026-0312",
+            "unknown_keys": [],
+            "stale_keys": [],
+        },
+    ),
+]

@@ -326,6 +326,7 @@ SYNC_EXAMPLES = [
                     "index": 0,
                     "stock_code": "SC-1",
                     "ean": "8590001",
+                    "warehouse": "MAIN",
                     "field": "shop_quantity",
                     "old": 5,
                     "new": 2,
@@ -334,6 +335,7 @@ SYNC_EXAMPLES = [
                     "index": 0,
                     "stock_code": "SC-1",
                     "ean": "8590001",
+                    "warehouse": "MAIN",
                     "field": "eshop_price",
                     "old": 89.9,
                     "new": 84.9,
@@ -349,9 +351,9 @@ SYNC_RESPONSES = {
         description=(
             "Processed (success true) or paused by staff (success false, nothing applied). "
             "A replayed retry carries the header `Idempotent-Replayed: true`. Items whose "
-            "product holds a later sync_context.posted_at are stale: not applied, counted in "
-            "stale_products and listed in stale_keys. A dry run's answer also carries "
-            "`dry_run: true` and `changes`."
+            "warehouse's level holds a later sync_context.posted_at are stale: not applied, "
+            "counted in stale_products and listed in stale_keys. A dry run's answer also "
+            "carries `dry_run: true` and `changes`."
         ),
         examples=SYNC_EXAMPLES,
     ),
@@ -387,8 +389,12 @@ class ProductSyncView(SyncView):
     """Absolute stock levels and prices for up to 5000 items, keyed by stock_code and optional
     ean. Unknown and ambiguous keys are stored as pending products and counted in
     unknown_products. All or nothing: one invalid item and nothing is applied. A retry with the
-    same request_id and body replays the stored response. With sync_context.posted_at, items
-    whose product already holds a later document time are stale and left as they are."""
+    same request_id and body replays the stored response. An item's `warehouse` names the
+    warehouse its shop_quantity is for (absent: the default one); one product may appear once
+    per warehouse, its items agreeing on its prices, status and catalogue fields. With
+    sync_context.posted_at, an item whose warehouse's level holds a later document time is
+    stale and left as it is; one whose product (but not its level) holds a later time sets its
+    level only."""
 
     operation_id = "products_sync"
     single = False

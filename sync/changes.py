@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -37,12 +37,15 @@ class Report:
     stale_keys: list[dict[str, Any]]
     # The position of each item in the request, by the item's identity.
     index: dict[int, int]
+    # The items that apply their level only: their product holds a later document time, the
+    # level of their warehouse does not (an older document for another warehouse).
+    levels_only: list[tuple[ProductItem, tuple]] = field(default_factory=list)
 
     def result(self, *, received: int, request_id: str | None) -> SyncResult:
         return SyncResult(
             success=True,
             received=received,
-            updated=len(self.applied),
+            updated=len(self.applied) + len(self.levels_only),
             unknown=len(self.unknown_keys),
             request_id=request_id,
             stale=len(self.stale_keys),
@@ -51,35 +54,57 @@ class Report:
         )
 
 
-def report(items: Sequence[ProductItem], resolution: Resolution, *, posted_at) -> Report:
-    """Split the matched items into applied and stale, and list the keys not applied.
+def report(
+    items: Sequence[ProductItem],
+    resolution: Resolution,
+    *,
+    posted_at,
+    codes: Sequence[str],
+    later_levels: Callable[[set[tuple[int, str]]], set[tuple[int, str]]] | None = None,
+) -> Report:
+    """Split the matched items into applied, applied to their level only, and stale, and list
+    the keys not applied (each with its warehouse: `codes`, by the item's position).
 
-    Stale: the product holds a later document time (read with the locked rows) than the
-    request's. Equal times apply: they are chunks of one document.
+    An item whose product holds a later document time (read with the locked rows) than the
+    request's applies its level when that level holds none later (`later_levels` answers which
+    of the (product id, warehouse code) pairs do), else it is stale. Equal times apply: they
+    are chunks of one document.
     """
     index = dict(zip(map(id, items), range(len(items)), strict=True))
-    applied, stale = [], []
+    applied, levels_only, stale = [], [], []
     if posted_at is None or LATER not in map(_row_time, map(_row, resolution.matched)):
         applied = resolution.matched
     else:
+        later = []
         for pair in resolution.matched:
-            (stale if pair[1][POSTED_AT] == LATER else applied).append(pair)
+            (later if pair[1][POSTED_AT] == LATER else applied).append(pair)
+        wanted = {(row[0], codes[index[id(item)]]) for item, row in later}
+        held_later = later_levels(wanted) if later_levels is not None else wanted
+        for item, row in later:
+            pair = (item, row)
+            (stale if (row[0], codes[index[id(item)]]) in held_later else levels_only).append(pair)
     unknown_keys = [
         {
             "index": index[id(item)],
             "stock_code": item.stock_code,
             "ean": item.ean or "",
+            "warehouse": codes[index[id(item)]],
             "reason": str(reason),
         }
         for item, reason in resolution.unresolved
     ]
     stale_keys = [
-        {"index": index[id(item)], "stock_code": item.stock_code, "ean": item.ean or ""}
+        {
+            "index": index[id(item)],
+            "stock_code": item.stock_code,
+            "ean": item.ean or "",
+            "warehouse": codes[index[id(item)]],
+        }
         for item, _ in stale
     ]
     unknown_keys.sort(key=operator.itemgetter("index"))
     stale_keys.sort(key=operator.itemgetter("index"))
-    return Report(applied, unknown_keys, stale_keys, index)
+    return Report(applied, unknown_keys, stale_keys, index, levels_only)
 
 
 def changes(
@@ -214,23 +239,40 @@ _after_pk = operator.itemgetter(slice(1, None))
 
 
 def field_changes(
-    applied: Iterable[tuple[ProductItem, tuple]], index: dict[int, int]
+    report: Report, *, codes: Sequence[str], levels: Mapping[tuple[int, str], int]
 ) -> list[dict[str, Any]]:
-    """Every stored field the applied items would change, by index then field order.
+    """Every stored value the applied items would change, by index then field order, each with
+    the item's warehouse (`codes`, by position): `shop_quantity` as the level of the item's
+    warehouse before (`levels`: by product id and code; null where the product holds none
+    there) and after; each product field once, at the product's first item in the batch that
+    carries it (an item that applies its level only carries none that applies).
 
     Compared as the database compares when it writes (decimals by value, an absent or null
     optional field kept), from the rows the dry run read with every value field.
     """
+    index = report.index
+    levels_only = set(map(id, (item for item, _ in report.levels_only)))
+    pairs = sorted([*report.applied, *report.levels_only], key=lambda pair: index[id(pair[0])])
+    listed: set[tuple[int, str]] = set()
     found = []
-    for item, row in sorted(applied, key=lambda pair: index[id(pair[0])]):
+    for item, row in pairs:
+        position = index[id(item)]
+        code = codes[position]
         for name, new, old in zip(VALUE_FIELDS, all_values(item), row[VALUES:], strict=True):
+            if name == "shop_quantity":
+                old = levels.get((row[0], code))
+            elif id(item) in levels_only or new is None or (row[0], name) in listed:
+                continue
+            else:
+                listed.add((row[0], name))
             if new is None or new == old:
                 continue
             found.append(
                 {
-                    "index": index[id(item)],
+                    "index": position,
                     "stock_code": item.stock_code,
                     "ean": item.ean or "",
+                    "warehouse": code,
                     "field": name,
                     "old": _api_value(old),
                     "new": _api_value(new),

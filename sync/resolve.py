@@ -39,13 +39,15 @@ def resolve(
     posted_at=None,
     location: bool = False,
     catalogue: bool = False,
+    codes: Sequence[str] | None = None,
 ) -> Resolution:
     """Match each item to its product, locking the products in primary-key order.
 
     The rows read hold the product's document time compared with `posted_at` (the request's)
     in place of the time itself (`sync.rows.POSTED_AT`). With `catalogue` (a real call
     with a document time) the resolution holds the untracked fields of the matched products
-    that hold that time.
+    that hold that time. `codes` (each item's warehouse code, when they are not all one):
+    one product may then be named once per warehouse.
     """
     # The rows are locked in primary-key order, so overlapping batches queue instead of
     # deadlocking.
@@ -59,7 +61,7 @@ def resolve(
     if matched is not None:
         resolution = Resolution(matched=matched)
     else:
-        resolution = _resolved_one_by_one(items, rows, read)
+        resolution = _resolved_one_by_one(items, rows, read, codes)
     if catalogue and not resolution.problems:
         resolution.catalogue = stored_catalogue.stored_values(
             list(map(_row_of, resolution.matched)), kept=kept
@@ -68,7 +70,10 @@ def resolve(
 
 
 def _resolved_one_by_one(
-    items: Sequence[ProductItem], rows: list[tuple], read: _Read
+    items: Sequence[ProductItem],
+    rows: list[tuple],
+    read: _Read,
+    codes: Sequence[str] | None = None,
 ) -> Resolution:
     """Each item's product, when some item has no EAN or names no product by its exact key."""
     products = ProductsByKey(rows, key=lambda row: (row[1], row[2]))
@@ -92,7 +97,7 @@ def _resolved_one_by_one(
             found = [products.candidates(item.ean, item.stock_code) for item in items]
 
     resolution = Resolution()
-    claimed_by: dict[int, int] = {}
+    claimed_by: dict[tuple, int] = {}
     for index, (item, candidates) in enumerate(zip(items, found, strict=True)):
         if not candidates:
             resolution.unresolved.append((item, PendingProduct.Reason.UNKNOWN))
@@ -100,7 +105,9 @@ def _resolved_one_by_one(
             resolution.unresolved.append((item, PendingProduct.Reason.AMBIGUOUS))
         else:
             row = candidates[0]
-            other = claimed_by.setdefault(row[0], index)
+            other = claimed_by.setdefault(
+                (row[0], codes[index] if codes is not None else None), index
+            )
             if other != index:
                 resolution.problems.append(
                     Problem(

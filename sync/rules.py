@@ -32,28 +32,36 @@ def sync_limit_problem(count: int) -> Problem | None:
     )
 
 
-def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
-    """A problem for every item whose key another item of the batch has too."""
+def duplicate_key_problems(
+    items: Sequence[ProductItem], codes: Sequence[str] | None = None
+) -> list[Problem]:
+    """A problem for every item whose key another item of the batch has too, for the same
+    warehouse (`codes`: each item's warehouse code; None when every item is for one)."""
     # item.key of every item, without a property call each.
     eans = list(map(item_ean, items))
     if not all(eans):
         eans = [ean or "" for ean in eans]
     keys = list(zip(eans, map(item_stock_code, items), strict=True))
+    if codes is not None and len(set(codes)) > 1:
+        keys = list(zip(eans, map(item_stock_code, items), codes, strict=True))
     if len(set(keys)) == len(keys):
         return []
-    positions: dict[tuple[str, str], list[int]] = defaultdict(list)
+    positions: dict[tuple, list[int]] = defaultdict(list)
     for index, key in enumerate(keys):
         positions[key].append(index)
     problems = []
-    for (ean, stock_code), indexes in positions.items():
+    for key, indexes in positions.items():
         if len(indexes) < 2:
             continue
+        ean, stock_code = key[:2]
+        where = f", warehouse={key[2]!r}" if len(key) > 2 else ""
         for index in indexes:
             problems.append(
                 Problem(
                     loc=("products", index, "stock_code"),
                     msg=(
-                        f"Duplicate key (ean={ean!r}, stock_code={stock_code!r}) at items {indexes}"
+                        f"Duplicate key (ean={ean!r}, stock_code={stock_code!r}{where}) "
+                        f"at items {indexes}"
                     ),
                     type="duplicate_key",
                     input=stock_code,
@@ -64,12 +72,15 @@ def duplicate_key_problems(items: Sequence[ProductItem]) -> list[Problem]:
     return problems
 
 
-def request_problems(items: Sequence[ProductItem], *, single: bool) -> list[Problem]:
-    """The batch's problems found without reading anything: too many items, repeated keys."""
+def request_problems(
+    items: Sequence[ProductItem], *, single: bool, codes: Sequence[str] | None = None
+) -> list[Problem]:
+    """The batch's problems found without reading anything: too many items, repeated keys
+    (per warehouse: `codes`, each item's warehouse code)."""
     if single:
         return []
     too_many = sync_limit_problem(len(items))
-    return [too_many] if too_many else duplicate_key_problems(items)
+    return [too_many] if too_many else duplicate_key_problems(items, codes)
 
 
 def unknown_warehouse_problems(

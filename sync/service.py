@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,7 +30,14 @@ from core.bulk import bulk_insert_rows, bulk_update_rows, uses_copy
 from core.problems import Problem
 from core.retry import run_with_retry
 from stock.models import StockMovement
-from stock.services import Source, levels_for_sync, levels_from_table, reservations_consume
+from stock.services import (
+    Source,
+    levels_for_sync,
+    levels_from_table,
+    levels_held,
+    levels_spread,
+    reservations_consume,
+)
 from sync import audit, idempotency
 from sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
 from sync.changes import changes, field_changes, report
@@ -39,6 +47,15 @@ from sync.pending import pending_close_for_synced, pending_record
 from sync.resolve import Resolution, resolve
 from sync.rows import read_fields, reads_location
 from sync.rules import request_problems, unresolved_problem
+from sync.warehouses import (
+    ItemWarehouses,
+    conflicting_problems,
+    groups_by_key,
+    groups_by_product,
+    item_warehouses,
+    later_levels,
+    merged_items,
+)
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,8 @@ class _Sync:
     raw_body_hash: str | None
     # Answer what the call would do, write nothing but the audit row.
     dry_run: bool
+    # The warehouse each item's level is for.
+    warehouses: ItemWarehouses = None  # type: ignore[assignment]
     now: Any = None
 
     @property
@@ -173,10 +192,16 @@ def products_sync(
     make, but writes nothing except its audit row.
     """
     call = SyncCall(client, single, started, request_id, context, received=len(items))
-    problems = request_problems(items, single=single)
-    if problems:
+    warehouses, unknown_warehouses = item_warehouses(items, single=single)
+    problems = request_problems(
+        items, single=single, codes=None if warehouses.one else warehouses.codes
+    )
+    if problems or unknown_warehouses:
+        if problems and problems[0].type != "duplicate_key":  # too many items: that alone
+            raise ItemsRefused(problems, call=call)
+        problems = sorted([*problems, *unknown_warehouses], key=lambda p: p.loc[1:2])
         raise ItemsRefused(problems, call=call)
-    request = _Sync(call, items, context, body_hash, raw_body_hash, dry_run)
+    request = _Sync(call, items, context, body_hash, raw_body_hash, dry_run, warehouses)
     result = run_with_retry(lambda: _sync_attempt(replace(request, now=timezone.now())))
     if isinstance(result, Problem):
         # Raised only after the commit: the pending key must survive.
@@ -210,9 +235,21 @@ def _sync_attempt(request: _Sync) -> SyncResult | Problem:
             location=reads_location(dry_run=request.dry_run),
             posted_at=request.posted_at,
             catalogue=not request.dry_run and request.posted_at is not None,
+            codes=None if request.warehouses.one else request.warehouses.codes,
         )
         if resolution.problems:
             raise ItemsRefused(resolution.problems, call=request.call)
+        if request.warehouses.one is None:
+            # One product named for several warehouses: its items must agree on its fields.
+            index = dict(zip(map(id, request.items), range(len(request.items)), strict=True))
+            conflicts = conflicting_problems(
+                [
+                    *groups_by_product(resolution.matched, index),
+                    *groups_by_key(resolution.unresolved, index),
+                ]
+            )
+            if conflicts:
+                raise ItemsRefused(conflicts, call=request.call)
         if request.call.single and resolution.unresolved:
             return _unknown_single_item(request, resolution, claim_id=claim_id)
         if request.dry_run:
@@ -288,37 +325,90 @@ def _unknown_single_item(
     return unresolved_problem(item, reason)
 
 
+def _report(request: _Sync, resolution: Resolution):
+    """The resolved items sorted by what the sync does with them (`sync.changes.report`)."""
+    return report(
+        request.items,
+        resolution,
+        posted_at=request.posted_at,
+        codes=request.warehouses.codes,
+        later_levels=functools.partial(
+            later_levels, warehouses=request.warehouses, posted_at=request.posted_at
+        ),
+    )
+
+
 def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
-    """Write the applied products, their history and the pending keys; audit it."""
+    """Write the applied products, their levels, their history and the pending keys; audit it."""
     now = request.now
     posted_at = request.posted_at
-    found = report(request.items, resolution, posted_at=posted_at)
-    located = reads_location(dry_run=False)
-    updates, moved = changes(
-        found.applied, posted_at=posted_at, located=located, catalogue=resolution.catalogue
-    )
+    found = _report(request, resolution)
     audit_row = request.audit(
         SyncAudit.Outcome.APPLIED,
-        updated=len(found.applied),
+        updated=len(found.applied) + len(found.levels_only),
         unknown=len(found.unknown_keys),
         stale=len(found.stale_keys),
     )
     history = {"audit": audit_row.pk, "changed_at": now, "source": "sync", "posted_at": posted_at}
-    # Each changed product's level in the default warehouse is the stock app's to write and
-    # record, with the product's `shop_quantity` (the sum of its levels).
+    # Each level is the stock app's to write and record, with the product's `shop_quantity`
+    # (the sum of its selling levels).
     stock = Source(
         StockMovement.Reason.SYNC,
         sync_audit_id=audit_row.pk,
         request_id=request.request_id,
         posted_at=posted_at,
     )
+    if request.warehouses.one is not None and not found.levels_only:
+        # Every item names one warehouse (a connector's usual batch: the default one), once per
+        # product.
+        applied_in = _apply_in_one(request, resolution, found, history=history, stock=stock)
+    else:
+        applied_in = _apply_spread(request, resolution, found, history=history, stock=stock)
+    # Every applied level, changed or not: its figures from this document time on include the
+    # orders the partner system booked by then, in that warehouse.
+    for warehouse_id, product_ids in applied_in.items():
+        reservations_consume(
+            product_ids=product_ids,
+            document_time=posted_at or now,
+            audit_id=audit_row.pk,
+            now=now,
+            request_id=request.request_id,
+            posted_at=posted_at,
+            warehouse_id=warehouse_id,
+        )
+    applied = [*found.applied, *found.levels_only]
+    # Before recording this batch's own unresolved keys, which must stay open.
+    pending_close_for_synced(
+        applied=len(applied),
+        matched=lambda: [(item.ean, item.stock_code, row[0]) for item, row in applied if item.ean],
+        now=now,
+    )
+    pending_record(
+        resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
+    )
+    return found.result(received=len(request.items), request_id=request.request_id)
+
+
+def _apply_in_one(
+    request: _Sync, resolution: Resolution, found, *, history: dict, stock: Source
+) -> dict[int | None, list[int]]:
+    """`_apply`'s writes when every item names one warehouse and applies whole: each
+    product's update row carries its new level, which the stock app writes first. Returns the
+    applied products by the id of the warehouse their levels were written in."""
+    now = request.now
+    posted_at = request.posted_at
+    located = reads_location(dry_run=False)
+    updates, moved = changes(
+        found.applied, posted_at=posted_at, located=located, catalogue=resolution.catalogue
+    )
+    code = request.warehouses.one
+    # The default warehouse is found by its code in the levels' own statement.
+    warehouse_id = None if code == settings.DEFAULT_WAREHOUSE else request.warehouses.ids()[code]
     # Many rows: the database writes the history and the levels from the old and new values
     # side by side, without sending every changed value back and forth. Either way the stock
     # app writes the levels first and the products' update then writes each one's
     # `shop_quantity` as the sum the stock app gives (one write of each row).
     in_sql = uses_copy(updates)
-    # The warehouse the levels were written in, as the stock app found it (asked once).
-    warehouse_id = None
     found_in: list[int] = []
     if not in_sql and updates:
         warehouse_id, sums = levels_for_sync(
@@ -326,6 +416,7 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
             source=stock,
             now=now,
             posted_at=posted_at,
+            warehouse_id=warehouse_id,
         )
         if sums is not None:
             updates = [(*row[:_QUANTITY], sums[row[0]], *row[_QUANTITY + 1 :]) for row in updates]
@@ -343,6 +434,7 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
             stock=stock,
             now=now,
             found_in=found_in,
+            warehouse_id=warehouse_id,
         )
         if in_sql
         else None,
@@ -353,29 +445,58 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         warehouse_id = found_in[0]
     if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
-    # Every applied product, changed or not: its figures from this document time on include
-    # the orders the partner system booked by then.
-    reservations_consume(
-        product_ids=[row[0] for _, row in found.applied],
-        document_time=posted_at or now,
-        audit_id=audit_row.pk,
+    return {warehouse_id: [row[0] for _, row in found.applied]}
+
+
+def _apply_spread(
+    request: _Sync, resolution: Resolution, found, *, history: dict, stock: Source
+) -> dict[int | None, list[int]]:
+    """`_apply`'s writes when the items name several warehouses, or some apply their level
+    only: the stock app writes every level first and gives each product's new sum; each
+    product whose items apply whole is then updated once from its items together."""
+    now = request.now
+    posted_at = request.posted_at
+    codes = request.warehouses.codes
+    ids = request.warehouses.ids()
+    index = {id(item): position for position, item in enumerate(request.items)}
+    applied_in: dict[int | None, list[int]] = {}
+    entries = []
+    for item, row in (*found.applied, *found.levels_only):
+        warehouse_id = ids[codes[index[id(item)]]]
+        entries.append((row[0], warehouse_id, item.shop_quantity))
+        applied_in.setdefault(warehouse_id, []).append(row[0])
+    whole = {row[0] for _, row in found.applied}
+    sums = levels_spread(
+        entries,
+        source=stock,
         now=now,
-        request_id=request.request_id,
         posted_at=posted_at,
-        warehouse_id=warehouse_id,
+        resum={row[0] for _, row in found.levels_only} - whole,
     )
-    # Before recording this batch's own unresolved keys, which must stay open.
-    pending_close_for_synced(
-        applied=len(found.applied),
-        matched=lambda: [
-            (item.ean, item.stock_code, row[0]) for item, row in found.applied if item.ean
-        ],
-        now=now,
+    located = reads_location(dry_run=False)
+    updates, moved = changes(
+        merged_items(found.applied, sums),
+        posted_at=posted_at,
+        located=located,
+        catalogue=resolution.catalogue,
     )
-    pending_record(
-        resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
+    in_sql = uses_copy(updates)
+    bulk_update_rows(
+        Product,
+        VALUE_FIELDS,
+        updates,
+        keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
+        changed_only=(*VALUE_FIELDS, "posted_at"),
+        constants={"posted_at": posted_at, "updated_at": now},
+        before=functools.partial(history_from_table, constants=history)
+        if in_sql and history_moves(moved)
+        else None,
+        previous=TRACKED_FIELDS,
+        located=located,
     )
-    return found.result(received=len(request.items), request_id=request.request_id)
+    if not in_sql:
+        bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
+    return applied_in
 
 
 # The position of `shop_quantity` in an update row (after the product's id).
@@ -383,7 +504,14 @@ _QUANTITY = 1 + VALUE_FIELDS.index("shop_quantity")
 
 
 def _history_and_levels(
-    cursor, table: str, *, history: dict | None, stock: Source, now, found_in: list[int]
+    cursor,
+    table: str,
+    *,
+    history: dict | None,
+    stock: Source,
+    now,
+    found_in: list[int],
+    warehouse_id: int | None = None,
 ) -> None:
     """Before the products' update, from its temporary table: the history rows (`history`:
     their constants, None when no price or status moves), then each changed product's level
@@ -398,21 +526,41 @@ def _history_and_levels(
         source=stock,
         now=now,
         posted_at=stock.posted_at,
+        warehouse_id=warehouse_id,
     )
     found_in.append(found)
 
 
 def _dry_run(request: _Sync, resolution: Resolution) -> SyncResult:
     """What `_apply` would do, with each field change it would make; only the audit is written."""
-    found = report(request.items, resolution, posted_at=request.posted_at)
+    found = _report(request, resolution)
     request.audit(
         SyncAudit.Outcome.DRY_RUN,
-        updated=len(found.applied),
+        updated=len(found.applied) + len(found.levels_only),
         unknown=len(found.unknown_keys),
         stale=len(found.stale_keys),
     )
     return replace(
         found.result(received=len(request.items), request_id=request.request_id),
         dry_run=True,
-        changes=field_changes(found.applied, found.index),
+        changes=field_changes(
+            found, codes=request.warehouses.codes, levels=_levels_held(request, found)
+        ),
     )
+
+
+def _levels_held(request: _Sync, found) -> dict[tuple[int, str], int]:
+    """The quantity of the level each applied item names, by product id and warehouse code."""
+    codes = request.warehouses.codes
+    named = {
+        (row[0], codes[found.index[id(item)]]) for item, row in (*found.applied, *found.levels_only)
+    }
+    if not named:
+        return {}
+    ids = request.warehouses.ids()
+    by_id = {pk: code for code, pk in ids.items()}
+    held = levels_held([(product_id, ids[code]) for product_id, code in named])
+    return {
+        (product_id, by_id[warehouse_id]): quantity
+        for (product_id, warehouse_id), quantity in held.items()
+    }

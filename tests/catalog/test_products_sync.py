@@ -58,7 +58,9 @@ def test_the_result_is_data_and_a_retry_replays_it():
         updated=1,
         unknown=1,
         request_id="DOC-1",
-        unknown_keys=[{"index": 1, "stock_code": "NEW", "ean": "", "reason": "unknown"}],
+        unknown_keys=[
+            {"index": 1, "stock_code": "NEW", "ean": "", "warehouse": "MAIN", "reason": "unknown"}
+        ],
     )
     again = sync([item("A", shop_quantity=4), item("NEW")], request_id="DOC-1")
     assert again.replayed and (again.updated, again.unknown) == (1, 1)

@@ -150,14 +150,16 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 SYNC_SERVICE,
-                "    found = report(request.items, resolution, posted_at=request.posted_at)\n",
-                "    found = report(request.items, resolution, posted_at=request.posted_at)\n"
+                "    found = _report(request, resolution)\n    request.audit(\n"
+                "        SyncAudit.Outcome.DRY_RUN,\n",
+                "    found = _report(request, resolution)\n"
                 "    reservations_consume(\n"
                 "        product_ids=[row[0] for _, row in found.applied],\n"
                 "        document_time=request.posted_at or request.now,\n"
                 "        audit_id=None,\n"
                 "        now=request.now,\n"
-                "    )\n",
+                "    )\n    request.audit(\n"
+                "        SyncAudit.Outcome.DRY_RUN,\n",
             ),
         ),
         (CONSUMPTION, CONSUMPTION_MORE, MODEL),
@@ -168,8 +170,8 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 SYNC_SERVICE,
-                "        product_ids=[row[0] for _, row in found.applied],\n",
-                "        product_ids=[row[0] for _, row in resolution.matched],\n",
+                "    return {warehouse_id: [row[0] for _, row in found.applied]}\n",
+                "    return {warehouse_id: [row[0] for _, row in resolution.matched]}\n",
             ),
         ),
         (CONSUMPTION, CONSUMPTION_MORE, MODEL),

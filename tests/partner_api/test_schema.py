@@ -100,12 +100,19 @@ def test_new_sync_fields_are_documented_with_examples(schema):
     response = components["SyncResponse"]["properties"]
     assert {"stale_products", "unknown_keys", "stale_keys", "dry_run", "changes"} <= set(response)
     assert all(response[name].get("description") for name in ("stale_products", "changes"))
-    assert set(components["UnknownKey"]["properties"]) == {"index", "stock_code", "ean", "reason"}
-    assert set(components["StaleKey"]["properties"]) == {"index", "stock_code", "ean"}
+    assert set(components["UnknownKey"]["properties"]) == {
+        "index",
+        "stock_code",
+        "ean",
+        "warehouse",
+        "reason",
+    }
+    assert set(components["StaleKey"]["properties"]) == {"index", "stock_code", "ean", "warehouse"}
     assert set(components["FieldChange"]["properties"]) == {
         "index",
         "stock_code",
         "ean",
+        "warehouse",
         "field",
         "old",
         "new",

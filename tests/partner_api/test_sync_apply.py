@@ -30,7 +30,9 @@ def test_response_fields(api_client):
         "unknown_products": 1,
         "stale_products": 0,
         "request_id": "D-1",
-        "unknown_keys": [{"index": 2, "stock_code": "NEW", "ean": "", "reason": "unknown"}],
+        "unknown_keys": [
+            {"index": 2, "stock_code": "NEW", "ean": "", "warehouse": "MAIN", "reason": "unknown"}
+        ],
         "stale_keys": [],
     }
 

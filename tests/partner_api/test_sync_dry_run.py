@@ -79,14 +79,17 @@ def test_dry_run_answers_the_real_answer_plus_changes_and_writes_only_its_audit(
         "unknown_products": 1,
         "stale_products": 1,
         "request_id": "D-1",
-        "unknown_keys": [{"index": 0, "stock_code": "NEW", "ean": "", "reason": "unknown"}],
-        "stale_keys": [{"index": 2, "stock_code": "OLD", "ean": ""}],
+        "unknown_keys": [
+            {"index": 0, "stock_code": "NEW", "ean": "", "warehouse": "MAIN", "reason": "unknown"}
+        ],
+        "stale_keys": [{"index": 2, "stock_code": "OLD", "ean": "", "warehouse": "MAIN"}],
         "dry_run": True,
         "changes": [
             {
                 "index": 1,
                 "stock_code": "A",
                 "ean": "",
+                "warehouse": "MAIN",
                 "field": "shop_quantity",
                 "old": 5,
                 "new": 2,
@@ -95,6 +98,7 @@ def test_dry_run_answers_the_real_answer_plus_changes_and_writes_only_its_audit(
                 "index": 1,
                 "stock_code": "A",
                 "ean": "",
+                "warehouse": "MAIN",
                 "field": "brand",
                 "old": "Nordway",
                 "new": "Sud",
@@ -258,11 +262,20 @@ def test_single_item_dry_run(api_client):
             "index": 0,
             "stock_code": "A",
             "ean": "E",
+            "warehouse": "MAIN",
             "field": "status",
             "old": "active",
             "new": "sold-out",
         },
-        {"index": 0, "stock_code": "A", "ean": "E", "field": "shop_quantity", "old": 5, "new": 1},
+        {
+            "index": 0,
+            "stock_code": "A",
+            "ean": "E",
+            "warehouse": "MAIN",
+            "field": "shop_quantity",
+            "old": 5,
+            "new": 1,
+        },
     ]
     assert Product.objects.get().shop_quantity == 5
 
@@ -282,7 +295,7 @@ def test_single_stale_item_in_a_dry_run(api_client):
     context = {"source_type": "customer_sale", "posted_at": T1.isoformat()}
     body = ok(put(api_client, item("A", shop_quantity=1, sync_context=context)))
     assert (body["products_updated"], body["stale_products"], body["changes"]) == (0, 1, [])
-    assert body["stale_keys"] == [{"index": 0, "stock_code": "A", "ean": ""}]
+    assert body["stale_keys"] == [{"index": 0, "stock_code": "A", "ean": "", "warehouse": "MAIN"}]
 
 
 def test_paused_dry_run_is_answered_like_any_call(api_client):

@@ -52,6 +52,7 @@ def test_full_batch_of_5000_items_is_applied(api_client):
                 "index": i,
                 "stock_code": f"SC-{i:06d}",
                 "ean": full_item(i)["ean"],
+                "warehouse": "MAIN",
                 "reason": "unknown",
             }
             for i in range(4000, 5000)

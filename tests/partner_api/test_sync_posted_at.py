@@ -79,7 +79,7 @@ def test_older_document_after_newer_one_is_stale_and_changes_nothing(api_client)
     assert body["products_received"] == 2
     assert body["products_updated"] == 1
     assert body["stale_products"] == 1
-    assert body["stale_keys"] == [{"index": 1, "stock_code": "A", "ean": ""}]
+    assert body["stale_keys"] == [{"index": 1, "stock_code": "A", "ean": "", "warehouse": "MAIN"}]
     product.refresh_from_db()
     # Nothing of the stale item is applied: quantity, prices, catalogue fields, posted_at.
     assert (product.shop_quantity, product.brand, product.catalog_price) == (9, "Old", 100)
@@ -102,7 +102,7 @@ def test_stale_item_leaves_pending_keys_untouched(api_client):
     ProductFactory(stock_code="A", ean="E1", shop_quantity=5, posted_at=at(T3))
     pending = PendingProductFactory(stock_code="A", ean="E1")
     body = ok(post_sync(api_client, batch(item("A", ean="E1", shop_quantity=1), posted_at=T1)))
-    assert body["stale_keys"] == [{"index": 0, "stock_code": "A", "ean": "E1"}]
+    assert body["stale_keys"] == [{"index": 0, "stock_code": "A", "ean": "E1", "warehouse": "MAIN"}]
     pending.refresh_from_db()
     assert pending.state == PendingProduct.State.OPEN
     assert quantity("A") == 5
@@ -186,10 +186,10 @@ def test_invariant_received_is_updated_plus_unknown_plus_stale(api_client):
         body["products_updated"] + body["unknown_products"] + body["stale_products"]
     )
     assert body["unknown_keys"] == [
-        {"index": 0, "stock_code": "NEW", "ean": "", "reason": "unknown"},
-        {"index": 3, "stock_code": "AMB", "ean": "", "reason": "ambiguous"},
+        {"index": 0, "stock_code": "NEW", "ean": "", "warehouse": "MAIN", "reason": "unknown"},
+        {"index": 3, "stock_code": "AMB", "ean": "", "warehouse": "MAIN", "reason": "ambiguous"},
     ]
-    assert body["stale_keys"] == [{"index": 1, "stock_code": "OLD", "ean": ""}]
+    assert body["stale_keys"] == [{"index": 1, "stock_code": "OLD", "ean": "", "warehouse": "MAIN"}]
 
 
 def test_lists_carry_normalised_keys_in_index_order(api_client):
@@ -198,10 +198,16 @@ def test_lists_carry_normalised_keys_in_index_order(api_client):
     items = [item(f" K{i} ", ean=f" E{i} " if i % 2 else "") for i in range(10)]
     body = ok(post_sync(api_client, batch(*items, posted_at=T1)))
     assert body["stale_keys"] == [
-        {"index": i, "stock_code": f"K{i}", "ean": ""} for i in range(0, 10, 2)
+        {"index": i, "stock_code": f"K{i}", "ean": "", "warehouse": "MAIN"} for i in range(0, 10, 2)
     ]
     assert body["unknown_keys"] == [
-        {"index": i, "stock_code": f"K{i}", "ean": f"E{i}", "reason": "unknown"}
+        {
+            "index": i,
+            "stock_code": f"K{i}",
+            "ean": f"E{i}",
+            "warehouse": "MAIN",
+            "reason": "unknown",
+        }
         for i in range(1, 10, 2)
     ]
 
@@ -210,7 +216,7 @@ def test_a_key_with_no_product_is_unknown_never_stale(api_client):
     body = ok(post_sync(api_client, batch(item("GHOST"), posted_at=T1)))
     assert body["stale_keys"] == []
     assert body["unknown_keys"] == [
-        {"index": 0, "stock_code": "GHOST", "ean": "", "reason": "unknown"}
+        {"index": 0, "stock_code": "GHOST", "ean": "", "warehouse": "MAIN", "reason": "unknown"}
     ]
 
 
@@ -228,7 +234,7 @@ def test_single_stale_item_answers_200_with_nothing_updated(api_client):
         "stale_products": 1,
         "request_id": None,
         "unknown_keys": [],
-        "stale_keys": [{"index": 0, "stock_code": "A", "ean": ""}],
+        "stale_keys": [{"index": 0, "stock_code": "A", "ean": "", "warehouse": "MAIN"}],
     }
     assert quantity("A") == 5
     assert not ProductHistory.objects.exists()
@@ -402,7 +408,7 @@ def test_replay_returns_the_lists(api_client):
     replay = post_sync(api_client, body)
     assert replay["Idempotent-Replayed"] == "true"
     assert replay.json() == first
-    assert first["stale_keys"] == [{"index": 0, "stock_code": "A", "ean": ""}]
+    assert first["stale_keys"] == [{"index": 0, "stock_code": "A", "ean": "", "warehouse": "MAIN"}]
     assert first["unknown_keys"][0]["stock_code"] == "GHOST"
 
 

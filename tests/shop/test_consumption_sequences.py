@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from catalog.models import Product
 from orders.services import orders_clear_acknowledgement
-from stock.models import Reservation
+from stock.models import Reservation, StockLevel
 from tests.factories import ProductFactory
 from tests.shop.helpers import STOCK_QUERY, ack_url, line, order_body, place
 
@@ -169,6 +169,7 @@ def test_a_stale_item_consumes_nothing_even_over_a_booking_it_would_include(
     acknowledge(api_client, order_id, booked)
     held = timezone.now() - timedelta(hours=1)
     Product.objects.filter(pk=product.pk).update(posted_at=held, shop_quantity=10)
+    StockLevel.objects.filter(product=product).update(posted_at=held, quantity=10)
     assert state(order_id) == "open"
 
     answer = push_item(api_client, product, 4, held - timedelta(minutes=30))
