@@ -7,7 +7,7 @@ import pydantic
 from catalog.schemas import ProductItem
 from core.files import FileInvalid, read_valid_records
 from core.problems import nothing_imported
-from sync.warehouse_rules import warehouse_item_problems
+from sync.imports import import_item_problems
 
 BOOLEAN_FIELDS = frozenset(
     name
@@ -19,25 +19,25 @@ BOOLEAN_FIELDS = frozenset(
 def read_product_items(path: Path) -> list[ProductItem]:
     """Validate every record of the file; any bad record makes it invalid, and so does a
     warehouse no stored one has, a product and warehouse named twice, or one product's
-    records that disagree on its values (`warehouse_item_problems`): each named by its place
-    in the file."""
+    records that disagree on its values (`import_item_problems`): each named by its place in
+    the file."""
     records = read_valid_records(path, ProductItem, noun="item", csv_booleans=BOOLEAN_FIELDS)
     places = [where for where, _ in records]
     items = [item for _, item in records]
+    warehouses, problems = import_item_problems(items)
     errors = []
-    for problem in warehouse_item_problems(items):
-        index, field = problem.loc[1], problem.loc[2]
+    for problem in problems:
+        index, field, ctx = problem.loc[1], problem.loc[2], problem.ctx
         if problem.type == "duplicate_key":
-            others = ", ".join(places[i] for i in problem.ctx["indexes"] if i != index)
+            others = ", ".join(places[i] for i in ctx["indexes"] if i != index)
             errors.append(
-                f"{places[index]}: duplicate key (ean={problem.ctx['ean']!r}, "
-                f"stock_code={problem.ctx['stock_code']!r}) for warehouse "
-                f"{problem.ctx['warehouse']!r}, also at {others}"
+                f"{places[index]}: duplicate key (ean={ctx['ean']!r}, "
+                f"stock_code={ctx['stock_code']!r}) for warehouse "
+                f"{warehouses.codes[index]!r}, also at {others}"
             )
         elif problem.type == "conflicting_values":
-            ctx = problem.ctx
             errors.append(
-                f"{places[index]}: {field}: {ctx['value']} disagrees with {ctx['other']} of "
+                f"{places[index]}: {field}: {problem.input!r} differs from {ctx['value']!r} of "
                 f"{places[ctx['index']]}: one product's records must agree on its values"
             )
         else:

@@ -375,14 +375,15 @@ def pending_close_for_synced(
     """Close open pending keys that a sync just answered by EAN; returns how many.
 
     `applied` is how many items the sync applied; `matched()` gives (ean, stock_code, product
-    pk[, warehouse]) of those applied with an EAN (`warehouse` as the item named it; without
-    it, the default warehouse), and is asked only when an open key may be answered (a batch
-    with no open key to close never builds its 5000 entries). The sync's own values are newer
-    than anything pending, so the payload is not applied: the entry with that exact key, or
-    the one with that stock_code and no EAN (unknown or ambiguous before), is closed, in a few
-    statements whatever the batch size. Only the levels of warehouses the sync did not name for
-    the product take the items the key kept for them (`_apply_kept_levels`, the products locked
-    by the sync).
+    pk[, warehouse]) of those applied with an EAN (`warehouse` as the item named it), and is
+    asked only when an open key may be answered (a batch with no open key to close never
+    builds its 5000 entries). The sync's own values are newer than anything pending, so the
+    payload is not applied: the entry with that exact key, or the one with that stock_code and
+    no EAN (unknown or ambiguous before), is closed, in a few statements whatever the batch
+    size. Only the levels of warehouses the sync did not name for the product take the items
+    the key kept for them (`_apply_kept_levels`, the products locked by the sync); rows without
+    their warehouse leave it unknown which the sync named, and then only warehouses where the
+    product holds no level at all (which the sync cannot have written) take them.
     """
     if not applied:
         return 0
@@ -422,18 +423,28 @@ def pending_close_for_synced(
     bulk_update_rows(
         PendingProduct, ("state", "resolved_product", "resolved_at", "resolved_by"), closing
     )
-    synced_in: dict[int, set[str]] = defaultdict(set)
-    for row in matched_rows:
-        synced_in[row[2]].add(item_warehouse_code(row[3] if len(row) > 3 else None))
-    _apply_other_warehouses({row[0]: row[2] for row in closing}, synced_in, now=now)
+    _apply_other_warehouses({row[0]: row[2] for row in closing}, matched_rows, now=now)
     return len(closing)
 
 
 def _apply_other_warehouses(
-    closed: dict[int, int], synced_in: dict[int, set[str]], *, now: datetime
+    closed: dict[int, int], matched_rows: Sequence[tuple], *, now: datetime
 ) -> None:
     """The levels of the closed keys' (pk -> product pk) warehouses that the sync did not name
-    for their product (`synced_in`), from the items the keys kept for them."""
+    for their product, from the items the keys kept for them."""
+    synced_in: dict[int, set[str]] = defaultdict(set)
+    unknown = set()
+    for row in matched_rows:
+        if len(row) > 3:
+            synced_in[row[2]].add(item_warehouse_code(row[3]))
+        else:
+            unknown.add(row[2])
+    wanted = unknown & set(closed.values())
+    for product_id, code in StockLevel.objects.filter(product_id__in=wanted).values_list(
+        "product_id", "warehouse__code"
+    ):
+        # Any warehouse with a level may be one the sync just wrote.
+        synced_in[product_id].add(code)
     pks = sorted(closed)
     for start in range(0, len(pks), _CLOSED_CHUNK):
         for pending in PendingProduct.objects.filter(

@@ -158,8 +158,8 @@ def test_one_products_records_must_agree_on_its_values(tmp_path):
 
     message = refused(path)
 
-    assert "line 5: status: 'sold out' disagrees with 'active' of line 4" in message
-    assert "line 5: catalog_price: '6' disagrees with '5' of line 4" in message
+    assert "line 5: status: 'sold out' differs from 'active' of line 4" in message
+    assert "line 5: catalog_price: '6' differs from '5' of line 4" in message
     assert "line 3" not in message
 
 

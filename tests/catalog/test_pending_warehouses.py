@@ -340,6 +340,55 @@ class TestResolution:
         assert {code: q for code, (q, _) in levels(product).items()} == {"MAIN": 4}
         assert {m[0] for m in movements(product)} == {"MAIN"}
 
+    def test_a_sync_that_does_not_say_its_warehouses_leaves_every_level_the_product_holds(
+        self, branch
+    ):
+        record(
+            item("K-1", 4, ean=EAN), item("K-1", 7, "B2", ean=EAN), item("K-1", 2, "B3", ean=EAN)
+        )
+        warehouse_save("B3")
+        product = ProductFactory(stock_code="K-1", ean=EAN, shop_quantity=0)
+        with transaction.atomic():
+            levels_set(
+                {product.pk: 20},
+                source=Source(StockMovement.Reason.SYNC),
+                now=timezone.now(),
+                warehouse_id=branch.pk,
+            )
+
+            # Rows without their warehouse: any level may be one the sync just wrote.
+            pending_close_for_synced(
+                applied=1, matched=lambda: [(EAN, "K-1", product.pk)], now=timezone.now()
+            )
+
+        assert {code: q for code, (q, _) in levels(product).items()} == {
+            "MAIN": 0,
+            "B2": 20,
+            "B3": 2,
+        }
+
+    def test_keys_sent_for_several_warehouses_over_the_api(self, api_client):
+        body = {"stock_code": "K-1", "status": "active", "catalog_price": 1, "eshop_price": 1}
+        _sync(
+            api_client,
+            {**body, "shop_quantity": 4},
+            {**body, "shop_quantity": 7, "warehouse": "B2"},
+            posted_at=T2.isoformat(),
+            request_id="A",
+        )
+        _sync(
+            api_client,
+            {**body, "shop_quantity": 1, "warehouse": "B2"},
+            posted_at=T1.isoformat(),
+            request_id="B",
+        )
+
+        assert kept("K-1") == {"MAIN": (4, T2), "B2": (7, T2)}
+        product = ProductFactory(stock_code="K-1", ean="", shop_quantity=0)
+        pending_resolve_for_products(products=[product], by="alice")
+        assert levels(product) == {"MAIN": (4, T2), "B2": (7, T2)}
+        assert {(m[0], m[4]) for m in movements(product)} == {("MAIN", "A"), ("B2", "A")}
+
 
 # --- What staff see -----------------------------------------------------------------------------
 
