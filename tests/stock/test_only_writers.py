@@ -35,10 +35,8 @@ ALLOWED = {
     # The stock query's answer: a dict of the figures read, not a queryset.
     ("catalog/selectors.py", "entry.update(found=True, reason=None, shop_quantity=quantity"),
     ("catalog/selectors.py", "entry.update(found=False, reason=str("),
-    # After levels_set: the resolved product's object shows its new figure, re-read.
+    # After levels_set: the resolved or created product's object shows its new figure, re-read.
     ("sync/pending.py", "product.shop_quantity = Product.objects.values_list('shop_quantity'"),
-    # After levels_set for a created product: its object shows the figure just written.
-    ("sync/pending.py", "product.shop_quantity = quantity"),
     # The admin's new product: the figure entered is kept aside and the row is inserted with
     # the default 0, so that levels_set alone writes the figure (as a staff edit) ...
     ("sync/admin.py", "quantity, obj.shop_quantity = (obj.shop_quantity, 0)"),
