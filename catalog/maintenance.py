@@ -86,15 +86,18 @@ def sync_audits_purge(
 
 # What the export says about each key besides its values.
 _PENDING_FACTS = ("reason", "state", "times_seen", "first_seen", "last_seen", "last_request_id")
-PENDING_COLUMNS = ("stock_code", "ean", *VALUE_FIELDS, *_PENDING_FACTS)
+PENDING_COLUMNS = ("stock_code", "ean", "warehouse", *VALUE_FIELDS, *_PENDING_FACTS)
 
 
 def pending_export_csv(
     *, stream: TextIO, states: Iterable[str] = (PendingProduct.State.OPEN,)
 ) -> int:
-    """Write the pending keys in `states` as CSV; returns how many rows were written.
+    """Write the pending keys in `states` as CSV, one row per key and warehouse; returns how
+    many keys were written.
 
-    The item columns carry the last payload sent for the key under the API's field names, so
+    The item columns carry, under the API's field names, the warehouse's code and the last
+    quantity sent for it, and the newest prices, status and catalogue values sent for the key
+    (the same on each of its rows, as `import_products` requires of one product's records), so
     staff can complete the file and load it with `import_products` to create the products.
     """
     writer = csv.writer(stream)
@@ -102,26 +105,30 @@ def pending_export_csv(
     pending = (
         PendingProduct.objects.filter(state__in=list(states))
         .order_by("stock_code", "ean")
-        .values_list("stock_code", "ean", "payload", *_PENDING_FACTS)
+        .only("stock_code", "ean", "payload", "posted_at", "warehouse_items", *_PENDING_FACTS)
     )
     count = 0
-    for stock_code, ean, payload, *rest in pending.iterator(chunk_size=2000):
-        payload = payload if isinstance(payload, dict) else {}
-        values = [_cell(payload.get(name)) for name in VALUE_FIELDS]
-        reason, state, times_seen, first_seen, last_seen, request_id = rest
-        row = [
-            stock_code,
-            ean,
-            *values,
-            reason,
-            state,
-            times_seen,
-            first_seen.isoformat(),
-            last_seen.isoformat(),
-            request_id or "",
+    for key in pending.iterator(chunk_size=2000):
+        payload = key.payload if isinstance(key.payload, dict) else {}
+        levels = [(k.warehouse, k.payload.get("shop_quantity")) for k in key.kept_items()]
+        facts = [
+            key.reason,
+            key.state,
+            key.times_seen,
+            key.first_seen.isoformat(),
+            key.last_seen.isoformat(),
+            key.last_request_id or "",
         ]
-        # Staff open this file in a spreadsheet: no cell may run as a formula.
-        writer.writerow([spreadsheet_text(cell) if isinstance(cell, str) else cell for cell in row])
+        for warehouse, quantity in levels:
+            values = [
+                _cell(quantity if name == "shop_quantity" else payload.get(name))
+                for name in VALUE_FIELDS
+            ]
+            row = [key.stock_code, key.ean, _cell(warehouse), *values, *facts]
+            # Staff open this file in a spreadsheet: no cell may run as a formula.
+            writer.writerow(
+                [spreadsheet_text(cell) if isinstance(cell, str) else cell for cell in row]
+            )
         count += 1
     return count
 

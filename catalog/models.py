@@ -1,3 +1,7 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -162,9 +166,23 @@ class PendingProduct(models.Model):
     ean = models.CharField(max_length=EAN_MAX_LENGTH, blank=True, default="", verbose_name="EAN")
     reason = models.CharField(max_length=16, choices=Reason.choices)
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    # The newest item sent for the key, whatever its warehouse: its prices, status and
+    # catalogue values are the product's when the key resolves.
     payload = models.JSONField(default=dict, help_text="The last item sent for this key.")
     # The latest document time the key was sent with: an older payload does not replace it.
     posted_at = models.DateTimeField(null=True, blank=True, verbose_name="document posted at")
+    # The last item sent for each warehouse, by warehouse code (the default warehouse's for an
+    # item that named none): {"payload", "posted_at" (document_time_text, or null),
+    # "request_id", "seen_at"}. An item replaces its warehouse's unless that one holds a later
+    # document time; when the key resolves, each one's quantity is its warehouse's level.
+    warehouse_items = models.JSONField(
+        default=dict,
+        # Also the database's own default: a writer that names no items (one from before this
+        # column, still running while the service is upgraded) keeps none instead of failing.
+        db_default=models.Value({}, output_field=models.JSONField()),
+        blank=True,
+        help_text="The last item sent for each warehouse, by code.",
+    )
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now, db_index=True)
     times_seen = models.PositiveIntegerField(default=1)
@@ -185,6 +203,76 @@ class PendingProduct(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
+
+    def kept_items(self) -> list[KeptItem]:
+        """The last item sent for each warehouse, by warehouse code (code points). A key
+        written without them (by a writer from before warehouses, while the service is
+        upgraded) keeps its payload, for the warehouse it names or the default one."""
+        items = self.warehouse_items if isinstance(self.warehouse_items, dict) else {}
+        if not items and isinstance(self.payload, dict) and self.payload:
+            code = self.payload.get("warehouse") or settings.DEFAULT_WAREHOUSE
+            return [
+                KeptItem(
+                    str(code),
+                    self.payload,
+                    posted_at=self.posted_at,
+                    request_id=self.last_request_id,
+                    seen_at=self.last_seen,
+                )
+            ]
+        return [
+            KeptItem.from_stored(code, kept)
+            for code, kept in sorted(items.items())
+            if isinstance(kept, dict)
+        ]
+
+
+@dataclass(frozen=True)
+class KeptItem:
+    """A pending key's last item for one warehouse (`PendingProduct.warehouse_items`)."""
+
+    warehouse: str
+    payload: dict[str, Any]
+    posted_at: datetime | None = None
+    request_id: str | None = None
+    seen_at: datetime | None = None
+
+    @classmethod
+    def from_stored(cls, warehouse: str, kept: dict[str, Any]) -> KeptItem:
+        payload = kept.get("payload")
+        return cls(
+            warehouse=warehouse,
+            payload=payload if isinstance(payload, dict) else {},
+            posted_at=_stored_time(kept.get("posted_at")),
+            request_id=kept.get("request_id"),
+            seen_at=_stored_time(kept.get("seen_at")),
+        )
+
+    def stored(self) -> dict[str, Any]:
+        """The item as `warehouse_items` holds it."""
+        return {
+            "payload": self.payload,
+            "posted_at": document_time_text(self.posted_at),
+            "request_id": self.request_id,
+            "seen_at": document_time_text(self.seen_at),
+        }
+
+
+def document_time_text(value: datetime | None) -> str | None:
+    """A time as a pending key's items keep it: UTC ISO 8601 text, always with microseconds,
+    so that the database compares two of them as text (the sync's upsert does)."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _stored_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 class SyncAudit(models.Model):

@@ -40,6 +40,7 @@ from connector.document import (
     load_document,
     parse_document,
     posted_at_problem,
+    warehouse_code_problem,
 )
 from connector.order_status import (
     PARTNER_REPORTED_STATUSES,
@@ -339,14 +340,19 @@ def _push_columns_help() -> str:
                     "posted_at (or document_posted_at): when the document was posted in the "
                     "ERP, an ISO 8601 date-time such as 2026-01-31T08:00:00+01:00, the same on "
                     "every line (or give it with --posted-at)",
+                    "warehouse: the code of the warehouse whose level the row's shop_quantity "
+                    "is (1 to 32 characters of A-Z a-z 0-9 . _ -); empty: the warehouse "
+                    "--warehouse names, or without it the service's default warehouse. A "
+                    "document has one row per item and warehouse; an item's rows for several "
+                    "warehouses must agree on its prices, status and other fields",
                     f"ean, {_names(name for name in STRING_FIELDS if name != 'ean')}: text",
                     f"{_names(BOOLEAN_FIELDS)}: true or false (also yes/no, 1/0)",
                     "weight_kg: a number (a decimal comma is allowed)",
                 ],
                 CSV_INTRO.format(noun="document", what="document row"),
-                "An empty cell is not sent: the service keeps what it has. A warehouse column "
-                "is not read yet. Any other column is named in a warning (with the column it "
-                "most likely misspells) and not sent; so is an unknown field of a JSON row.",
+                "An empty cell is not sent: the service keeps what it has. Any other column is "
+                "named in a warning (with the column it most likely misspells) and not sent; "
+                "so is an unknown field of a JSON row.",
             ),
             "",
             _fill(
@@ -485,6 +491,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "date-time such as 2026-01-31T08:00:00+01:00, for a document that does not carry "
         "one; a document that does must carry the same",
     )
+    push.add_argument(
+        "--warehouse",
+        metavar="CODE",
+        help="the warehouse whose levels the document's rows are, for rows that name none (a "
+        "row's own warehouse, a warehouse column in CSV, wins); default: the service's default "
+        "warehouse",
+    )
     push.add_argument("--actor", help="who pushes (sync_context.actor), e.g. a user name")
     push.add_argument(
         "--dry-run",
@@ -606,6 +619,9 @@ def _push(args, transport: Transport, io: _IO, usage) -> int:
     stdin = io.stdin
     if not 1 <= args.chunk_size <= MAX_CHUNK_SIZE:
         return usage(f"--chunk-size must be 1 to {MAX_CHUNK_SIZE}.")
+    warehouse = args.warehouse.strip() if args.warehouse is not None else None
+    if warehouse is not None and (problem := warehouse_code_problem(warehouse)):
+        return usage(f"--warehouse: {problem}.")
     spooled = None
     try:
         if args.document == "-" and (args.format or "json") == "csv":
@@ -616,11 +632,11 @@ def _push(args, transport: Transport, io: _IO, usage) -> int:
             )
             with spooled:
                 shutil.copyfileobj(stdin, spooled, 1 << 16)
-            document = load_document(spooled.name, fmt="csv")
+            document = load_document(spooled.name, fmt="csv", warehouse=warehouse)
         elif args.document == "-":
-            document = parse_document(stdin.read(), fmt=args.format or "json")
+            document = parse_document(stdin.read(), fmt=args.format or "json", warehouse=warehouse)
         else:
-            document = load_document(args.document, fmt=args.format)
+            document = load_document(args.document, fmt=args.format, warehouse=warehouse)
         if args.posted_at is not None:
             given = args.posted_at.strip()
             if problem := posted_at_problem(given):
@@ -748,7 +764,7 @@ def _orders_file(args, transport: Transport, io: _IO, usage, parse, send, label:
     return ORDER_EXIT_CODES[result.outcome]
 
 
-CHANGE_COLUMNS = ("chunk", "index", "stock_code", "ean", "field", "old", "new")
+CHANGE_COLUMNS = ("chunk", "index", "stock_code", "ean", "warehouse", "field", "old", "new")
 
 
 def changes_text(changes: list[dict], *, table: bool) -> str:

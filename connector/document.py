@@ -1,11 +1,14 @@
 """Stock documents of the partner system, read from JSON or CSV, and their rows.
 
 A document has a number, a type, a state and rows; each row is one affected item with the
-fields of the interface's product item. Reading checks what the service would refuse anyway
+fields of the interface's product item, `warehouse` included: the code of the warehouse whose
+level the row's `shop_quantity` is. A row without one takes the warehouse the document is read
+for (`push --warehouse`), if any; otherwise it names none, and the service's default warehouse
+takes it. Reading checks what the service would refuse anyway
 (a missing stock_code, a fractional quantity, a number not written in ASCII digits, a price
 with too many decimal places or digits, a duplicate key), naming the line (or row) and the
 column, so a broken export is caught before any chunk is sent and half a document is never
-applied. Numbers are checked as text, with bounded exponents, and never rounded: `1e-9999` is
+applied (a document has one row per item and warehouse). Numbers are checked as text, with bounded exponents, and never rounded: `1e-9999` is
 refused, not sent as 0.
 
 A CSV file is read twice as a stream, never held whole: once to check every line, once to send
@@ -62,7 +65,11 @@ STRING_FIELDS = (
     "eu_label",
 )
 BOOLEAN_FIELDS = ("run_on_flat", "on_promotion", "on_clearance", "discontinued")
-ROW_FIELDS = (*REQUIRED_FIELDS, *STRING_FIELDS, *BOOLEAN_FIELDS, "weight_kg")
+# The code of the warehouse whose level a row's shop_quantity is.
+WAREHOUSE_FIELD = "warehouse"
+ROW_FIELDS = (*REQUIRED_FIELDS, *STRING_FIELDS, *BOOLEAN_FIELDS, "weight_kg", WAREHOUSE_FIELD)
+# A warehouse's code as the service stores it: no other can name one of its warehouses.
+WAREHOUSE_CODE = re.compile(r"[A-Za-z0-9._-]{1,32}", re.ASCII)
 CSV_DOCUMENT_COLUMNS = ("document_number", "document_type", "document_state")
 # The keys of a JSON document besides its rows' fields.
 JSON_DOCUMENT_KEYS = ("number", "type", "state", "posted_at", "rows")
@@ -163,8 +170,19 @@ class Document:
         return f"Document({self.number!r}, {self.type!r}, {self.state!r}, rows={self.row_count})"
 
 
-def load_document(path: Path | str, *, fmt: str | None = None) -> Document:
-    """Read a document file; the format comes from `fmt` or the file's suffix."""
+def warehouse_code_problem(value: Any) -> str | None:
+    """What is wrong with a warehouse code; None when it can be one (1 to 32 characters of
+    A-Z a-z 0-9 . _ -)."""
+    if isinstance(value, str) and WAREHOUSE_CODE.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a warehouse code (1 to 32 characters of A-Z a-z 0-9 . _ -)"
+
+
+def load_document(
+    path: Path | str, *, fmt: str | None = None, warehouse: str | None = None
+) -> Document:
+    """Read a document file; the format comes from `fmt` or the file's suffix. Rows without a
+    warehouse take `warehouse` (when given)."""
     path = Path(path)
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in {"json", "csv"}:
@@ -175,25 +193,25 @@ def load_document(path: Path | str, *, fmt: str | None = None) -> Document:
             return path.open(encoding="utf-8-sig", newline="")
 
         try:
-            return _document_from_csv_stream(open_file)
+            return _document_from_csv_stream(open_file, warehouse)
         except (OSError, UnicodeDecodeError) as exc:
             raise DocumentInvalid(f"{path}: cannot be read: {exc}") from exc
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DocumentInvalid(f"{path}: cannot be read: {exc}") from exc
-    return parse_document(text, fmt=fmt)
+    return parse_document(text, fmt=fmt, warehouse=warehouse)
 
 
-def parse_document(text: str, *, fmt: str) -> Document:
+def parse_document(text: str, *, fmt: str, warehouse: str | None = None) -> Document:
     if fmt == "json":
         try:
             data = json.loads(text, parse_float=Decimal, parse_int=_json_int)
         except (ValueError, RecursionError) as exc:
             raise DocumentInvalid(f"not valid JSON: {exc}") from exc
-        return document_from_dict(data)
+        return document_from_dict(data, warehouse=warehouse)
     if fmt == "csv":
-        return document_from_csv(text)
+        return document_from_csv(text, warehouse=warehouse)
     raise DocumentInvalid(f"unknown format {fmt!r}; use json or csv.")
 
 
@@ -202,8 +220,9 @@ def _json_int(text: str) -> int | Decimal:
     return int(text) if len(text) <= JSON_INT_DIGITS else Decimal(text)
 
 
-def document_from_dict(data: Any) -> Document:
-    """A document from its JSON form: {"number", "type", "state", "posted_at", "rows": [...]}."""
+def document_from_dict(data: Any, *, warehouse: str | None = None) -> Document:
+    """A document from its JSON form: {"number", "type", "state", "posted_at", "rows": [...]};
+    rows without a warehouse take `warehouse` (when given)."""
     if not isinstance(data, dict):
         raise DocumentInvalid("a JSON document must be an object with number, type, state, rows.")
     records = data.get("rows")
@@ -216,7 +235,7 @@ def document_from_dict(data: Any) -> Document:
         raise DocumentInvalid("the document has no rows.")
     # Each name the connector does not send, with the first row that carries it.
     unknown: dict[str, int] = {}
-    with _RowChecker("row") as checker:
+    with _RowChecker("row", warehouse) as checker:
         rows = []
         for position, record in enumerate(records):
             if not isinstance(record, dict):
@@ -245,13 +264,16 @@ def document_from_dict(data: Any) -> Document:
     return Document(number, kind, state, tuple(rows), posted_at, warnings=tuple(warnings))
 
 
-def document_from_csv(text: str) -> Document:
-    """A document from its CSV form: one line per row, the document's columns on every line."""
+def document_from_csv(text: str, *, warehouse: str | None = None) -> Document:
+    """A document from its CSV form: one line per row, the document's columns on every line;
+    rows without a warehouse take `warehouse` (when given)."""
     text = text.removeprefix("\ufeff")
-    return _document_from_csv_stream(lambda: io.StringIO(text, newline=""))
+    return _document_from_csv_stream(lambda: io.StringIO(text, newline=""), warehouse)
 
 
-def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
+def _document_from_csv_stream(
+    open_text: Callable[[], IO[str]], warehouse: str | None = None
+) -> Document:
     """Check every line of the CSV that `open_text` opens (a first reading); the document,
     whose rows are read again from a new stream when they are sent."""
     with open_text() as stream:
@@ -272,7 +294,7 @@ def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
         ]
         heads: dict[str, set[str]] = {name: set() for name in head_columns}
         count = 0
-        with _RowChecker("line") as checker:
+        with _RowChecker("line", warehouse) as checker:
             for line_number, cells in lines:
                 record = _csv_record(columns, cells, line_number, checker)
                 if record is None:
@@ -314,7 +336,7 @@ def _document_from_csv_stream(open_text: Callable[[], IO[str]]) -> Document:
                 if record is not None:
                     for name in head_columns:
                         record.pop(name, None)
-                row, problems = _row(record) if record is not None else ({}, ["changed"])
+                row, problems = _row(record, warehouse) if record is not None else ({}, ["changed"])
                 if problems:
                     raise DocumentInvalid(
                         f"line {line_number} changed while the document was sent; push it again."
@@ -414,8 +436,10 @@ class _RowChecker:
     keys, an index of the keys seen in a temporary SQLite file (bounded memory for any number
     of rows)."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, warehouse: str | None = None) -> None:
         self.where = where
+        # The warehouse of rows that name none (`push --warehouse`).
+        self.warehouse = warehouse
         self.problems: list[str] = []
         self.problem_count = 0
         self.positions = 0
@@ -436,23 +460,28 @@ class _RowChecker:
 
     def check(self, position: int, record: dict[str, Any]) -> dict[str, Any] | None:
         """The row as it is sent, or None (its problems noted)."""
-        row, problems = _row(record)
+        row, problems = _row(record, self.warehouse)
         for text in problems:
             self.problem(position, text)
         if problems:
             return None
-        first = self._first_with_key(row.get("ean", ""), row["stock_code"], position)
+        warehouse = row.get(WAREHOUSE_FIELD, "")
+        first = self._first_with_key(row.get("ean", ""), row["stock_code"], warehouse, position)
         if first is not None:
+            where = f" for warehouse {warehouse!r}" if warehouse else ""
             self.problem(
                 position,
                 f"the key (ean={row.get('ean', '')!r}, stock_code={row['stock_code']!r}) is "
-                f"already on {self.where} {first}; a document has one row per item.",
+                f"already on {self.where} {first}{where}; a document has one row per item "
+                "and warehouse.",
             )
             return None
         self.positions += 1
         return row
 
-    def _first_with_key(self, ean: str, stock_code: str, position: int) -> int | None:
+    def _first_with_key(
+        self, ean: str, stock_code: str, warehouse: str, position: int
+    ) -> int | None:
         if self._keys is None:
             # "" is a private temporary database on disk; its page cache is small.
             self._keys = sqlite3.connect("", isolation_level=None)
@@ -461,16 +490,17 @@ class _RowChecker:
             self._keys.execute("PRAGMA synchronous = OFF")
             self._keys.execute("BEGIN")
             self._keys.execute(
-                "CREATE TABLE keys (ean TEXT, stock_code TEXT, position INTEGER,"
-                " PRIMARY KEY (ean, stock_code)) WITHOUT ROWID"
+                "CREATE TABLE keys (ean TEXT, stock_code TEXT, warehouse TEXT, position INTEGER,"
+                " PRIMARY KEY (ean, stock_code, warehouse)) WITHOUT ROWID"
             )
         cursor = self._keys.execute(
-            "INSERT OR IGNORE INTO keys VALUES (?, ?, ?)", (ean, stock_code, position)
+            "INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?)", (ean, stock_code, warehouse, position)
         )
         if cursor.rowcount == 1:
             return None
         ((first,),) = self._keys.execute(
-            "SELECT position FROM keys WHERE ean = ? AND stock_code = ?", (ean, stock_code)
+            "SELECT position FROM keys WHERE ean = ? AND stock_code = ? AND warehouse = ?",
+            (ean, stock_code, warehouse),
         ).fetchall()
         return first
 
@@ -609,12 +639,27 @@ def _json_number(number: Decimal) -> int | float:
     return float(number)
 
 
-def _row(record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The row as it is sent: known fields only, absent and null values left out."""
+def _row(record: dict[str, Any], warehouse: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The row as it is sent: known fields only, absent and null values left out; a row
+    without a warehouse takes `warehouse` (when given)."""
     problems = []
     row: dict[str, Any] = {}
     for name in ROW_FIELDS:
         value = record.get(name)
+        if name == WAREHOUSE_FIELD:
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)
+            if isinstance(value, str):
+                value = value.strip() or None
+            if value is None:
+                value = warehouse
+            if value is None:
+                continue
+            if problem := warehouse_code_problem(value):
+                problems.append(f"warehouse: {problem}")
+                continue
+            row[name] = value
+            continue
         if value is None:
             if name in REQUIRED_FIELDS:
                 problems.append(f"{name}: required")

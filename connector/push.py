@@ -84,8 +84,9 @@ class Chunk:
     path: str
     rows: int
     body: bytes
-    # The row keys of the chunk, in order: what a single item's refusal names.
-    keys: tuple[tuple[str, str], ...] = ()
+    # The row keys of the chunk, in order: what a single item's refusal names
+    # (stock_code, ean, warehouse; "" for none).
+    keys: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -106,10 +107,11 @@ class ChunkResult:
     replayed: bool = False
     attempts: int = 0
     message: str = ""
-    # As the service lists them: {"index" (in the chunk), "stock_code", "ean"[, "reason"]}.
+    # As the service lists them: {"index" (in the chunk), "stock_code", "ean", "warehouse"
+    # [, "reason"]}.
     unknown_keys: list[dict[str, Any]] = field(default_factory=list)
     stale_keys: list[dict[str, Any]] = field(default_factory=list)
-    # A dry run's changes: {"index", "stock_code", "ean", "field", "old", "new"}.
+    # A dry run's changes: {"index", "stock_code", "ean", "warehouse", "field", "old", "new"}.
     changes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -232,6 +234,8 @@ def _key_lines(kind: str, keys: list[dict[str, Any]]) -> list[str]:
         text = f"      [{key.get('index')}] stock_code {key.get('stock_code')!r}"
         if key.get("ean"):
             text += f", ean {key.get('ean')!r}"
+        if key.get("warehouse"):
+            text += f", warehouse {key.get('warehouse')!r}"
         if key.get("reason"):
             text += f" ({key['reason']})"
         lines.append(text)
@@ -312,7 +316,9 @@ def _chunk(
         path=path + ("?dry_run=true" if dry_run else ""),
         rows=len(part),
         body=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
-        keys=tuple((row["stock_code"], row.get("ean", "")) for row in part),
+        keys=tuple(
+            (row["stock_code"], row.get("ean", ""), row.get("warehouse", "")) for row in part
+        ),
     )
 
 
@@ -428,11 +434,12 @@ def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | 
         outcome.unknown_products = 1
         outcome.message = problems[0].get("type", "unknown_key")
         if chunk.keys:
-            stock_code, ean = chunk.keys[0]
+            stock_code, ean, warehouse = chunk.keys[0]
             reason = "ambiguous" if outcome.message == "ambiguous_key" else "unknown"
-            outcome.unknown_keys = [
-                {"index": 0, "stock_code": stock_code, "ean": ean, "reason": reason}
-            ]
+            key = {"index": 0, "stock_code": stock_code, "ean": ean, "reason": reason}
+            # As the service lists it; a row that named none is for its default warehouse,
+            # whose code the connector does not know.
+            outcome.unknown_keys = [{**key, "warehouse": warehouse} if warehouse else key]
         return SyncStatus.PARTIAL
     if reply.status in KEY_REFUSED_STATUSES:
         outcome.message = f"the API key was refused ({_detail(data)})"

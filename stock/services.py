@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
@@ -140,6 +140,25 @@ def warehouse_save(
             set(StockLevel.objects.filter(warehouse=warehouse).values_list("product_id", flat=True))
         )
     return warehouse, created
+
+
+def movements_purge(*, before: datetime, dry_run: bool = False, batch: int = 2000) -> int:
+    """Delete the movements recorded before `before`, but those of orders that still hold an
+    open reservation (what staff need to follow a reservation to its end); returns how many.
+    Each batch is one short transaction."""
+    open_orders = Reservation.objects.filter(state=State.OPEN, order__isnull=False).values(
+        "order_id"
+    )
+    old = StockMovement.objects.filter(created_at__lt=before).exclude(order_id__in=open_orders)
+    if dry_run:
+        return old.count()
+    removed = 0
+    while True:
+        with transaction.atomic():
+            ids = list(old.order_by("pk").values_list("pk", flat=True)[:batch])
+            if not ids:
+                return removed
+            removed += StockMovement.objects.filter(pk__in=ids).delete()[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,15 +290,15 @@ def levels_spread(
     if not entries:
         return {}
     product_ids = {product_id for product_id, _, _ in entries}
-    if connection.vendor != "postgresql":
-        by_warehouse: dict[int, list[tuple[int, int]]] = {}
-        for product_id, warehouse_id, quantity in entries:
-            by_warehouse.setdefault(warehouse_id, []).append((product_id, quantity))
-        for warehouse_id, rows in by_warehouse.items():
-            levels_set(rows, source=source, now=now, posted_at=posted_at, warehouse_id=warehouse_id)
-    else:
-        _levels_spread_statement(entries, source=source, now=now, posted_at=posted_at)
+    if connection.vendor == "postgresql":
+        sums = _levels_spread_statement(entries, source=source, now=now, posted_at=posted_at)
         _products_resum(set(resum), reserved=False, now=now)
+        return sums
+    by_warehouse: dict[int, list[tuple[int, int]]] = {}
+    for product_id, warehouse_id, quantity in entries:
+        by_warehouse.setdefault(warehouse_id, []).append((product_id, quantity))
+    for warehouse_id, rows in by_warehouse.items():
+        levels_set(rows, source=source, now=now, posted_at=posted_at, warehouse_id=warehouse_id)
     sums = dict.fromkeys(product_ids, 0)
     ids = sorted(product_ids)
     for start in range(0, len(ids), _CHUNK):
@@ -295,16 +314,25 @@ def levels_spread(
     return sums
 
 
+def _array_literal(numbers: Iterable[int]) -> str:
+    """Integers as PostgreSQL's text of an array (`{1,2,3}`), for a parameter cast to an
+    array type in the statement."""
+    return "{" + ",".join(map(str, numbers)) + "}"
+
+
 def _levels_spread_statement(
     entries: Sequence[tuple[int, int, int]],
     *,
     source: Source,
     now: datetime,
     posted_at: datetime | None,
-) -> None:
-    """`levels_spread`'s levels and movements on PostgreSQL, in one statement."""
+) -> dict[int, int]:
+    """`levels_spread`'s levels and movements on PostgreSQL, in one statement, which also
+    answers each product's new sum: its new levels in the selling warehouses and its other
+    selling levels (which the statement does not change, so its snapshot holds them)."""
     q = connection.ops.quote_name
     levels = q(StockLevel._meta.db_table)
+    warehouses = q(Warehouse._meta.db_table)
     movements = q(StockMovement._meta.db_table)
     constants = source.columns(now)
     movement_columns = _movement_columns(constants)
@@ -322,25 +350,36 @@ def _levels_spread_statement(
         f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
         "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
         "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
-        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))) "
-        f"INSERT INTO {movements} ({movement_columns}) "
+        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
+        f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
         "SELECT product_id, warehouse_id, %(kind)s, before, quantity, "
         + ", ".join(f"%({name})s" for name in constants)
-        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id, warehouse_id"
+        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id, warehouse_id), "
+        "named AS (SELECT o.product_id, SUM(o.quantity) FILTER (WHERE w.sells) AS total "
+        f"FROM old AS o JOIN {warehouses} AS w ON w.id = o.warehouse_id GROUP BY o.product_id), "
+        "others AS (SELECT l.product_id, SUM(l.quantity) AS total "
+        f"FROM {levels} AS l JOIN {warehouses} AS w ON w.id = l.warehouse_id AND w.sells "
+        "WHERE l.product_id = ANY(%(products)s::bigint[]) AND NOT EXISTS (SELECT 1 FROM old AS o "
+        "WHERE o.product_id = l.product_id AND o.warehouse_id = l.warehouse_id) "
+        "GROUP BY l.product_id) "
+        "SELECT n.product_id, COALESCE(n.total, 0) + COALESCE(t.total, 0) FROM named AS n "
+        "LEFT JOIN others AS t ON t.product_id = n.product_id"
     )
     with connection.cursor() as cursor:
         cursor.execute(
             sql,
             {
-                "products": [row[0] for row in rows],
-                "warehouses": [row[1] for row in rows],
-                "quantities": [row[2] for row in rows],
+                # As array literals: psycopg dumps a long list value by value, in Python.
+                "products": _array_literal(row[0] for row in rows),
+                "warehouses": _array_literal(row[1] for row in rows),
+                "quantities": _array_literal(row[2] for row in rows),
                 "posted_at": posted_at,
                 "now": now,
                 "kind": Kind.QUANTITY,
                 **constants,
             },
         )
+        return dict(cursor.fetchall())
 
 
 def levels_from_table(

@@ -332,7 +332,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
             self.message_user(
                 request,
                 f"Resolved {resolved} pending key(s) for this product; their last quantity "
-                "and prices were applied unless newer ones were.",
+                "for each warehouse and prices were applied unless newer ones were.",
                 messages.INFO,
             )
 
@@ -364,6 +364,7 @@ class PendingProductAdmin(ReadOnlyAdmin):
         "last_request_id",
         "posted_at",
         "payload_pretty",
+        "kept_items_table",
         ("resolved_product_link", "resolved_at", "resolved_by"),
     )
     readonly_fields = flatten(fields)
@@ -380,6 +381,35 @@ class PendingProductAdmin(ReadOnlyAdmin):
     def payload_pretty(self, obj: PendingProduct) -> str:
         text = json.dumps(obj.payload, indent=2, ensure_ascii=False, sort_keys=True)
         return format_html('<pre class="pending-payload">{}</pre>', text)
+
+    @admin.display(description="Last item per warehouse")
+    def kept_items_table(self, obj: PendingProduct) -> str:
+        """What resolving the key sets each warehouse's level to, and from which document."""
+        kept = obj.kept_items()
+        if not kept:
+            return "-"
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            '<td><pre class="pending-item">{}</pre></td></tr>',
+            (
+                (
+                    item.warehouse,
+                    item.payload.get("shop_quantity", "-"),
+                    local_time(item.posted_at),
+                    local_time(item.seen_at),
+                    item.request_id or "-",
+                    json.dumps(item.payload, indent=2, ensure_ascii=False, sort_keys=True),
+                )
+                for item in kept
+            ),
+        )
+        return format_html(
+            '<table class="pending-items"><thead><tr><th>Warehouse</th><th>Quantity</th>'
+            "<th>Document posted at</th><th>Sent at</th><th>Request ID</th><th>Item</th>"
+            "</tr></thead><tbody>{}</tbody></table>",
+            body,
+        )
 
     @admin.display(description="Resolved product")
     def resolved_product_link(self, obj: PendingProduct) -> str:

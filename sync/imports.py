@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -9,14 +10,16 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from catalog.models import Product
-from catalog.schemas import VALUE_FIELDS, ProductItem
+from catalog.schemas import ProductItem
 from core.bulk import select_rows
+from core.problems import Problem
 from core.retry import run_with_retry
 from stock.models import StockMovement
 from stock.services import Source, levels_set
 from sync.call import ItemsRefused
 from sync.pending import lock_stock_codes, pending_resolve_for_products
 from sync.rules import duplicate_key_problems
+from sync.warehouses import PRODUCT_FIELDS, ItemWarehouses, conflicting_problems, item_warehouses
 
 IMPORT_CHUNK = 1000
 
@@ -27,22 +30,41 @@ class ImportResult:
     updated: int
 
 
-_CATALOGUE_FIELDS = tuple(name for name in VALUE_FIELDS if name != "shop_quantity")
+def import_item_problems(items: Sequence[ProductItem]) -> tuple[ItemWarehouses, list[Problem]]:
+    """Each item's warehouse, and the items' problems by position, with the sync's rules: a
+    warehouse no stored one has (`unknown_warehouse`), a key twice for one warehouse
+    (`duplicate_key`; no warehouse and the default one's code are one), a product's items that
+    disagree on its values (`conflicting_values`). A product is named by its key, as the import
+    creates and updates them."""
+    warehouses, problems = item_warehouses(items)
+    problems += duplicate_key_problems(items, warehouses.codes)
+    by_key: dict[tuple[str, str], list[tuple[int, ProductItem]]] = defaultdict(list)
+    for index, item in enumerate(items):
+        by_key[item.key].append((index, item))
+    problems += conflicting_problems(group for group in by_key.values() if len(group) > 1)
+    problems.sort(key=lambda problem: problem.loc[1])
+    return warehouses, problems
 
 
 def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
     """Create or update products by key from a catalogue file, all or nothing.
 
+    An item's `shop_quantity` is the product's level in the warehouse it names (the default
+    one when it names none), as in a sync: a product may have one item per warehouse, its
+    items agreeing on its values, and every warehouse named must exist
+    (`import_item_problems`); otherwise nothing is imported. Each level's change is recorded
+    with reason `import`.
+
     The products are locked in primary-key order, as the sync locks them, so an import beside
     syncs queues instead of deadlocking; a transient failure runs the import again.
     """
-    problems = duplicate_key_problems(items)
+    warehouses, problems = import_item_problems(items)
     if problems:
         raise ItemsRefused(problems)
-    return run_with_retry(lambda: _import_attempt(items))
+    return run_with_retry(lambda: _import_attempt(items, warehouses))
 
 
-def _import_attempt(items: Sequence[ProductItem]) -> ImportResult:
+def _import_attempt(items: Sequence[ProductItem], warehouses: ItemWarehouses) -> ImportResult:
     codes = sorted({item.stock_code for item in items})
     # SQLite refuses statements with more than about 32k parameters (and locks no rows);
     # PostgreSQL takes every code as one array parameter, and the locks in one id order.
@@ -66,33 +88,41 @@ def _import_attempt(items: Sequence[ProductItem]) -> ImportResult:
             for i in range(0, len(pks), IMPORT_CHUNK)
             for p in Product.objects.filter(pk__in=pks[i : i + IMPORT_CHUNK])
         }
+        warehouse_ids = warehouses.ids()
         now = timezone.now()
+        products: dict[tuple[str, str], Product] = {}
         new_products = []
         changed = []
         # The levels are the stock app's to write and record, with the products' figures.
-        quantities = []
-        for item in items:
+        levels: dict[int, list[tuple[Product, int]]] = defaultdict(list)
+        for item, code in zip(items, warehouses.codes, strict=True):
+            product = products.get(item.key)
+            if product is None:
+                product = existing.get(item.key)
+                if product is None:
+                    product = Product(ean=item.ean or "", stock_code=item.stock_code)
+                    new_products.append(product)
+                else:
+                    product.updated_at = now
+                    changed.append(product)
+                products[item.key] = product
+            # A product's items agree where two carry a value: together they carry its values.
             values = item.values()
             quantity = values.pop("shop_quantity")
-            product = existing.get(item.key)
-            if product is None:
-                product = Product(ean=item.ean or "", stock_code=item.stock_code, **values)
-                new_products.append(product)
-            else:
-                for name, value in values.items():
-                    setattr(product, name, value)
-                product.updated_at = now
-                changed.append(product)
-            quantities.append((product, quantity))
+            for name, value in values.items():
+                setattr(product, name, value)
+            levels[warehouse_ids[code]].append((product, quantity))
         Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)
         Product.objects.bulk_update(
-            changed, (*_CATALOGUE_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
+            changed, (*PRODUCT_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
         )
-        levels_set(
-            [(product.pk, quantity) for product, quantity in quantities],
-            source=Source(StockMovement.Reason.IMPORT),
-            now=now,
-        )
+        for warehouse_id, quantities in sorted(levels.items()):
+            levels_set(
+                [(product.pk, quantity) for product, quantity in quantities],
+                source=Source(StockMovement.Reason.IMPORT),
+                now=now,
+                warehouse_id=warehouse_id,
+            )
         for i in range(0, len(codes), IMPORT_CHUNK):
             pending_resolve_for_products(
                 products=Product.objects.filter(stock_code__in=codes[i : i + IMPORT_CHUNK]),

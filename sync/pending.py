@@ -10,22 +10,30 @@ has that stock_code.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import pydantic
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from catalog.keys import ProductsByKey
-from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit
+from catalog.models import (
+    KeptItem,
+    PendingProduct,
+    Product,
+    ProductHistory,
+    SyncAudit,
+)
 from catalog.schemas import TRACKED_FIELDS, ProductItem
 from core.bulk import bulk_insert_rows, bulk_update_rows
 from core.locks import lock_names
-from stock.models import StockMovement
-from stock.services import Source, levels_set
+from stock.models import StockLevel, StockMovement
+from stock.services import Source, item_warehouse_code, levels_set, warehouses_by_code
 
 HISTORY_SOURCE = "pending"
 SYNC_RESOLVER = "sync"
@@ -55,16 +63,20 @@ class PendingCreateResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def _source_audit_id(pending: PendingProduct) -> int | None:
-    """The audit of the call that last sent this key.
+def _source_audit_id(pending: PendingProduct, kept: KeptItem | None = None) -> int | None:
+    """The audit of the call that last sent this key (or, given `kept`, that sent that item).
 
     The sync writes the pending row and its audit in one transaction a moment apart, so the
-    first audit of that request_id from `last_seen` on that counted unknown keys is that call.
+    first audit of that request_id from the time it was seen on that counted unknown keys is
+    that call.
     """
+    request_id, seen = pending.last_request_id, pending.last_seen
+    if kept is not None and kept.seen_at is not None:
+        request_id, seen = kept.request_id, kept.seen_at
     return (
         SyncAudit.objects.filter(
-            request_id=pending.last_request_id,
-            created_at__gte=pending.last_seen,
+            request_id=request_id,
+            created_at__gte=seen,
             unknown_products__gt=0,
         )
         .order_by("created_at", "pk")
@@ -74,8 +86,12 @@ def _source_audit_id(pending: PendingProduct) -> int | None:
 
 
 def _payload_values(pending: PendingProduct) -> ProductItem | None:
+    return _item_of(pending.payload)
+
+
+def _item_of(payload: Any) -> ProductItem | None:
     try:
-        return ProductItem.model_validate(pending.payload)
+        return ProductItem.model_validate(payload)
     except pydantic.ValidationError:
         return None
 
@@ -83,10 +99,11 @@ def _payload_values(pending: PendingProduct) -> ProductItem | None:
 def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int:
     """Close the open pending keys that these products now answer; returns how many closed.
 
-    The pending entry's last quantity, prices and status are applied to its product unless a
-    change newer than the entry's last sighting has already been applied to that product; each
-    change is kept as product history with source "pending", linked to the audit of the call
-    that sent it.
+    Unless a change newer than the entry's last sighting has already been applied to its
+    product, the entry's newest prices, status and catalogue values are applied to the
+    product, and its last item for each warehouse to that warehouse's level (`_apply_pending`);
+    each change is kept as product history with source "pending" (the levels' as movements
+    with reason `pending_key_resolved`), linked to the audit of the call that sent it.
     """
     products = [p for p in products if p.pk is not None]
     if not products:
@@ -137,13 +154,8 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
     for pending, product_pk in sorted(matches, key=lambda pair: pair[0].last_seen):
         product = products[product_pk]
         latest = latest_change.get(product_pk)
-        item = _payload_values(pending)
-        if (
-            item is not None
-            and (latest is None or latest <= pending.last_seen)
-            and not _older_document(pending, product)
-        ):
-            _apply_payload(product, item, pending=pending, now=now)
+        if latest is None or latest <= pending.last_seen:
+            _apply_pending(product, pending, now=now)
             latest_change[product_pk] = pending.last_seen
         pending.state = PendingProduct.State.RESOLVED
         pending.resolved_product_id = product_pk
@@ -155,6 +167,20 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
     )
 
 
+def _apply_pending(product: Product, pending: PendingProduct, *, now: datetime) -> None:
+    """Apply what the key kept to its (locked) product, by the sync's rule for document
+    times: the newest item's prices, status and catalogue values unless the product holds a
+    later document time, and each warehouse's last item to that warehouse's level unless the
+    level holds a later one."""
+    item = _payload_values(pending)
+    if item is not None and not _older_document(pending, product):
+        _apply_product_values(product, item, pending=pending, now=now)
+    if _apply_kept_levels(product.pk, pending, now=now):
+        product.shop_quantity = Product.objects.values_list("shop_quantity", flat=True).get(
+            pk=product.pk
+        )
+
+
 def _older_document(pending: PendingProduct, product: Product) -> bool:
     """The payload comes from a document posted before the one the product already holds."""
     return (
@@ -164,9 +190,53 @@ def _older_document(pending: PendingProduct, product: Product) -> bool:
     )
 
 
-def _apply_payload(
+def _apply_kept_levels(
+    product_pk: int, pending: PendingProduct, *, now: datetime, skip: Iterable[str] = ()
+) -> bool:
+    """Set the (locked) product's level in each warehouse the key kept an item for (but those
+    in `skip`) to that item's quantity, with its document time, unless the level holds a later
+    one; recorded as movements with reason `pending_key_resolved`. An item that no longer
+    passes validation, or whose warehouse is gone, is passed over. Returns whether a level was
+    set."""
+    skip = set(skip)
+    kept = [k for k in pending.kept_items() if k.warehouse not in skip]
+    if not kept:
+        return False
+    warehouses = warehouses_by_code(k.warehouse for k in kept)
+    held_at = dict(
+        StockLevel.objects.filter(
+            product_id=product_pk, warehouse_id__in=[w.pk for w in warehouses.values()]
+        ).values_list("warehouse_id", "posted_at")
+    )
+    applied = False
+    for k in kept:
+        warehouse = warehouses.get(k.warehouse)
+        item = _item_of(k.payload)
+        if warehouse is None or item is None:
+            continue
+        held = held_at.get(warehouse.pk)
+        if k.posted_at is not None and held is not None and held > k.posted_at:
+            continue
+        levels_set(
+            {product_pk: item.shop_quantity},
+            source=Source(
+                StockMovement.Reason.PENDING_KEY_RESOLVED,
+                sync_audit_id=_source_audit_id(pending, k),
+                request_id=k.request_id if k.seen_at is not None else pending.last_request_id,
+                posted_at=k.posted_at,
+            ),
+            now=now,
+            posted_at=k.posted_at,
+            warehouse_id=warehouse.pk,
+        )
+        applied = True
+    return applied
+
+
+def _apply_product_values(
     product: Product, item: ProductItem, *, pending: PendingProduct, now: datetime
 ) -> None:
+    """The newest item's prices, status and catalogue values, and its document time."""
     audit_id = _source_audit_id(pending)
     history = []
     for name in _CATALOGUE_TRACKED:
@@ -195,32 +265,15 @@ def _apply_payload(
         product.updated_at = now
         product.save(update_fields=(*_CATALOGUE_TRACKED, "posted_at", "updated_at"))
     ProductHistory.objects.bulk_create(history)
-    # The level (and the product's figure) is the stock app's to write and record.
-    levels_set(
-        {product.pk: item.shop_quantity},
-        source=_pending_source(pending, audit_id),
-        now=now,
-        posted_at=pending.posted_at,
-    )
-    product.shop_quantity = Product.objects.values_list("shop_quantity", flat=True).get(
-        pk=product.pk
-    )
 
 
 _CATALOGUE_TRACKED = tuple(name for name in TRACKED_FIELDS if name != "shop_quantity")
 
 
-def _pending_source(pending: PendingProduct, audit_id: int | None) -> Source:
-    return Source(
-        StockMovement.Reason.PENDING_KEY_RESOLVED,
-        sync_audit_id=audit_id,
-        request_id=pending.last_request_id,
-        posted_at=pending.posted_at,
-    )
-
-
 def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCreateResult:
-    """Create a product from each selected open pending key's last payload, and close the key.
+    """Create a product from each selected open pending key, and close the key: its values
+    and document time are the newest item's, its level in each warehouse the last item sent
+    for that warehouse.
 
     Ambiguous keys are skipped (a product without EAN would only add to the ambiguity), as are
     keys whose product already exists (they are resolved instead) and payloads that no longer
@@ -233,7 +286,7 @@ def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCr
             .filter(pk__in=list(pending_ids), state=PendingProduct.State.OPEN)
             .order_by("pk")
         )
-        to_create: list[tuple[PendingProduct, Product, int]] = []
+        to_create: list[tuple[PendingProduct, Product]] = []
         existing: list[Product] = []
         for pending in pendings:
             if pending.reason == PendingProduct.Reason.AMBIGUOUS:
@@ -256,28 +309,30 @@ def pending_create_products(*, pending_ids: Iterable[int], by: str) -> PendingCr
                 result.resolved += 1
                 continue
             values = item.values()
-            quantity = values.pop("shop_quantity")
-            product = Product(ean=pending.ean, stock_code=pending.stock_code, **values)
-            to_create.append((pending, product, quantity))
+            values.pop("shop_quantity")
+            product = Product(
+                ean=pending.ean,
+                stock_code=pending.stock_code,
+                posted_at=pending.posted_at,
+                **values,
+            )
+            to_create.append((pending, product))
         if existing:
             pending_resolve_for_products(products=existing, by=by)
         now = timezone.now()
-        for pending, product, quantity in to_create:
+        for pending, product in to_create:
             product.save(force_insert=True)
-            levels_set(
-                {product.pk: quantity},
-                source=_pending_source(pending, _source_audit_id(pending)),
-                now=now,
-                posted_at=pending.posted_at,
+            _apply_kept_levels(product.pk, pending, now=now)
+            product.shop_quantity = Product.objects.values_list("shop_quantity", flat=True).get(
+                pk=product.pk
             )
-            product.shop_quantity = quantity
             pending.state = PendingProduct.State.RESOLVED
             pending.resolved_product = product
             pending.resolved_at = now
             pending.resolved_by = by
             result.created.append(product)
         PendingProduct.objects.bulk_update(
-            [pending for pending, _, _ in to_create],
+            [pending for pending, _ in to_create],
             ("state", "resolved_product", "resolved_at", "resolved_by"),
         )
         # A product without EAN may also answer other open keys with its stock_code.
@@ -310,27 +365,33 @@ def pending_rematch_all(*, by: str) -> int:
 OPEN_SCAN_LIMIT = 2000
 # A sync of at most this many items asks for their open keys by stock code.
 FEW_CODES = 100
+# Closed keys whose kept items are read at once.
+_CLOSED_CHUNK = 2000
 
 
 def pending_close_for_synced(
-    *, applied: int, matched: Callable[[], Sequence[tuple[str, str, int]]], now: datetime
+    *, applied: int, matched: Callable[[], Sequence[tuple]], now: datetime
 ) -> int:
     """Close open pending keys that a sync just answered by EAN; returns how many.
 
     `applied` is how many items the sync applied; `matched()` gives (ean, stock_code, product
-    pk) of those applied with an EAN, and is asked only when an open key may be answered (a
-    batch with no open key to close never builds its 5000 entries). The sync's own values are
-    newer than anything pending, so no payload is applied: the entry with that exact key, or the
-    one with that stock_code and no EAN (unknown or ambiguous before), is simply closed, in a
-    few statements whatever the batch size.
+    pk[, warehouse]) of those applied with an EAN (`warehouse` as the item named it), and is
+    asked only when an open key may be answered (a batch with no open key to close never
+    builds its 5000 entries). The sync's own values are newer than anything pending, so the
+    payload is not applied: the entry with that exact key, or the one with that stock_code and
+    no EAN (unknown or ambiguous before), is closed, in a few statements whatever the batch
+    size. Only the levels of warehouses the sync did not name for the product take the items
+    the key kept for them (`_apply_kept_levels`, the products locked by the sync); rows without
+    their warehouse leave it unknown which the sync named, and then only warehouses where the
+    product holds no level at all (which the sync cannot have written) take them.
     """
     if not applied:
         return 0
     open_keys = PendingProduct.objects.filter(state=PendingProduct.State.OPEN)
 
-    def by_code(rows: Sequence[tuple[str, str, int]]) -> list[tuple[int, str, str]]:
+    def by_code(rows: Sequence[tuple]) -> list[tuple[int, str, str]]:
         # Built only when asked: Django prepares each of thousands of codes as it filters.
-        codes = {code for _, code, _ in rows}
+        codes = {row[1] for row in rows}
         return list(open_keys.filter(stock_code__in=codes).values_list("pk", "ean", "stock_code"))
 
     if applied <= FEW_CODES:
@@ -362,7 +423,35 @@ def pending_close_for_synced(
     bulk_update_rows(
         PendingProduct, ("state", "resolved_product", "resolved_at", "resolved_by"), closing
     )
+    _apply_other_warehouses({row[0]: row[2] for row in closing}, matched_rows, now=now)
     return len(closing)
+
+
+def _apply_other_warehouses(
+    closed: dict[int, int], matched_rows: Sequence[tuple], *, now: datetime
+) -> None:
+    """The levels of the closed keys' (pk -> product pk) warehouses that the sync did not name
+    for their product, from the items the keys kept for them."""
+    synced_in: dict[int, set[str]] = defaultdict(set)
+    unknown = set()
+    for row in matched_rows:
+        if len(row) > 3:
+            synced_in[row[2]].add(item_warehouse_code(row[3]))
+        else:
+            unknown.add(row[2])
+    wanted = unknown & set(closed.values())
+    for product_id, code in StockLevel.objects.filter(product_id__in=wanted).values_list(
+        "product_id", "warehouse__code"
+    ):
+        # Any warehouse with a level may be one the sync just wrote.
+        synced_in[product_id].add(code)
+    pks = sorted(closed)
+    for start in range(0, len(pks), _CLOSED_CHUNK):
+        for pending in PendingProduct.objects.filter(
+            pk__in=pks[start : start + _CLOSED_CHUNK]
+        ).only("pk", "warehouse_items", "last_request_id", "last_seen"):
+            product_pk = closed[pending.pk]
+            _apply_kept_levels(product_pk, pending, now=now, skip=synced_in[product_pk])
 
 
 _PENDING_FIELDS = (
@@ -372,6 +461,7 @@ _PENDING_FIELDS = (
     "state",
     "payload",
     "posted_at",
+    "warehouse_items",
     "first_seen",
     "last_seen",
     "times_seen",
@@ -385,37 +475,110 @@ _PENDING_NEWER = (
     "(excluded.posted_at IS NULL OR {table}.posted_at IS NULL "
     "OR excluded.posted_at >= {table}.posted_at)"
 )
+# Each warehouse's item by the same rule, item by item: the kept one stays only when both hold
+# a time and its is later (times kept as `document_time_text`, which compares as text). The
+# kept items of the warehouses the call did not name stay as they are.
+_PENDING_ITEMS = (
+    "(SELECT {merge}(k, v) FROM ("
+    "SELECT o.key AS k, CASE WHEN n.key IS NULL OR {old_time} > {new_time} "
+    "THEN o.value ELSE n.value END AS v "
+    "FROM {each}({{table}}.warehouse_items) AS o "
+    "LEFT JOIN {each}(excluded.warehouse_items) AS n ON n.key = o.key "
+    "UNION ALL SELECT n.key, n.value FROM {each}(excluded.warehouse_items) AS n "
+    "WHERE n.key NOT IN (SELECT o.key FROM {each}({{table}}.warehouse_items) AS o)"
+    ") AS kept)"
+)
+_PENDING_ITEMS_SQL = {
+    "postgresql": _PENDING_ITEMS.format(
+        merge="jsonb_object_agg",
+        each="jsonb_each",
+        old_time="(o.value ->> 'posted_at')",
+        new_time="(n.value ->> 'posted_at')",
+    ),
+    # json(): the value is an object, not a text to quote.
+    "sqlite": _PENDING_ITEMS.format(
+        merge="json_group_object",
+        each="json_each",
+        old_time="json_extract(o.value, '$.posted_at')",
+        new_time="json_extract(n.value, '$.posted_at')",
+    ).replace("SELECT json_group_object(k, v)", "SELECT json_group_object(k, json(v))"),
+}
 _PENDING_UPSERT = (
     "ON CONFLICT (ean, stock_code) DO UPDATE SET "
     "reason = excluded.reason, state = excluded.state, "
     f"payload = CASE WHEN {_PENDING_NEWER} THEN excluded.payload ELSE {{table}}.payload END, "
     f"posted_at = CASE WHEN {_PENDING_NEWER} "
     "THEN COALESCE(excluded.posted_at, {table}.posted_at) ELSE {table}.posted_at END, "
+    "warehouse_items = {items}, "
     "last_seen = excluded.last_seen, times_seen = {table}.times_seen + 1, "
     "last_request_id = excluded.last_request_id, resolved_at = NULL, resolved_by = ''"
 )
+# Where two items of one call for a key differ, the first one's: its warehouse and quantity.
+_LEVEL_FIELDS = frozenset({"shop_quantity", "warehouse"})
 
 
 def pending_record(
-    unresolved: Sequence[tuple[ProductItem, str]], *, request_id: str | None, now, posted_at=None
+    unresolved: Sequence[tuple[Any, str]], *, request_id: str | None, now, posted_at=None
 ) -> None:
     """Record each key a sync could not resolve as an open pending key (a key seen before is
-    counted again, its newest payload kept), in key order, to lock consistently."""
-    rows = [
-        (
-            item.ean or "",
-            item.stock_code,
-            reason,
-            PendingProduct.State.OPEN,
-            json.dumps(item.payload(), ensure_ascii=False),
-            posted_at,
-            now,
-            now,
-            1,
-            request_id,
-            None,
-            "",
+    counted again), one row per key in key order, to lock consistently, in one statement.
+
+    The key keeps its newest item (`payload`: its prices, status and catalogue values are the
+    product's) and the last item sent for each warehouse (`warehouse_items`, by the item's
+    warehouse code, the default warehouse's when it names none): an item replaces its
+    warehouse's unless that one holds a later document time; one sent without a time replaces.
+    A call may name one key once per warehouse (`unresolved`: each item, as validated by the
+    sync, and why it is pending)."""
+    by_key: dict[tuple[str, str], list[tuple[Any, str]]] = defaultdict(list)
+    for item, reason in unresolved:
+        by_key[item.key].append((item, reason))
+    rows = []
+    for (ean, stock_code), pairs in sorted(by_key.items()):
+        items = [(item, item.payload()) for item, _ in pairs]
+        rows.append(
+            (
+                ean,
+                stock_code,
+                pairs[0][1],
+                PendingProduct.State.OPEN,
+                json.dumps(_key_payload([payload for _, payload in items]), ensure_ascii=False),
+                posted_at,
+                json.dumps(_kept_items(items, request_id, now, posted_at), ensure_ascii=False),
+                now,
+                now,
+                1,
+                request_id,
+                None,
+                "",
+            )
         )
-        for item, reason in sorted(unresolved, key=lambda pair: pair[0].key)
-    ]
-    bulk_insert_rows(PendingProduct, _PENDING_FIELDS, rows, on_conflict=_PENDING_UPSERT)
+    upsert = _PENDING_UPSERT.replace("{items}", _PENDING_ITEMS_SQL[connection.vendor])
+    bulk_insert_rows(PendingProduct, _PENDING_FIELDS, rows, on_conflict=upsert)
+
+
+def _key_payload(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The item a key keeps as its newest: the call's first item for it, with the values only a
+    later one of its items carries (where two carry one they agree: the sync refuses
+    conflicting values)."""
+    if len(payloads) == 1:
+        return payloads[0]
+    payload = dict(payloads[0])
+    for later in payloads[1:]:
+        for name, value in later.items():
+            if name not in _LEVEL_FIELDS:
+                payload.setdefault(name, value)
+    return payload
+
+
+def _kept_items(
+    items: Sequence[tuple[Any, dict[str, Any]]], request_id: str | None, now, posted_at
+) -> dict[str, Any]:
+    """The call's item (and its payload) for each warehouse, as
+    `PendingProduct.warehouse_items` keeps them."""
+    kept = {}
+    for item, payload in items:
+        code = item_warehouse_code(getattr(item, "warehouse", None))
+        kept[code] = KeptItem(
+            code, payload, posted_at=posted_at, request_id=request_id, seen_at=now
+        ).stored()
+    return kept

@@ -380,7 +380,9 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
         applied=len(applied),
-        matched=lambda: [(item.ean, item.stock_code, row[0]) for item, row in applied if item.ean],
+        matched=lambda: [
+            (item.ean, item.stock_code, row[0], item.warehouse) for item, row in applied if item.ean
+        ],
         now=now,
     )
     pending_record(

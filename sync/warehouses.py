@@ -79,6 +79,10 @@ def conflicting_problems(
     for group in groups:
         if len(group) < 2:
             continue
+        values = list(map(_product_values, (item for _, item in group)))
+        if values.count(values[0]) == len(values) or _agree(values):
+            # Items sent alike (a connector's usual batch), or each value null or the same.
+            continue
         first: dict[str, tuple[int, Any]] = {}
         for index, item in group:
             for name, value in zip(PRODUCT_FIELDS, _product_values(item), strict=True):
@@ -100,6 +104,15 @@ def conflicting_problems(
                     )
     problems.sort(key=lambda problem: (problem.loc[1], PRODUCT_FIELDS.index(problem.loc[2])))
     return problems
+
+
+def _agree(values: list[tuple]) -> bool:
+    """Whether these items' product values agree field by field (null agrees with anything)."""
+    for column in zip(*values, strict=True):
+        sent = {value for value in column if value is not None}
+        if len(sent) > 1:
+            return False
+    return True
 
 
 def _plain(value: Any) -> Any:
@@ -162,13 +175,15 @@ def merged_items(
     `shop_quantity` the product's new sum over its selling levels (`sums`, by id)."""
     by_product: dict[int, tuple[list, tuple]] = {}
     for item, row in applied:
-        values = list(_item_values(item))
         held = by_product.get(row[0])
         if held is None:
-            by_product[row[0]] = (values, row)
+            by_product[row[0]] = (list(_item_values(item)), row)
             continue
         merged = held[0]
-        for position, value in enumerate(values):
+        if None not in merged:
+            # The first item carries every field (a connector's usual item): it says it all.
+            continue
+        for position, value in enumerate(_item_values(item)):
             if merged[position] is None and value is not None:
                 merged[position] = value
     pairs = []

@@ -1,10 +1,12 @@
 from decimal import Decimal
 
 import factory
+from django.conf import settings
 from factory.django import DjangoModelFactory
 
 from catalog.models import (
     IdempotencyRecord,
+    KeptItem,
     PendingProduct,
     Product,
     ProductHistory,
@@ -57,6 +59,15 @@ class PendingProductFactory(DjangoModelFactory):
             "shop_quantity": 3,
             "catalog_price": "10.00",
             "eshop_price": "9.00",
+        }
+    )
+    posted_at = None
+    # The payload is the default warehouse's item, as a key sent without warehouses keeps it.
+    warehouse_items = factory.LazyAttribute(
+        lambda o: {
+            settings.DEFAULT_WAREHOUSE: KeptItem(
+                settings.DEFAULT_WAREHOUSE, o.payload, posted_at=o.posted_at
+            ).stored()
         }
     )
 

@@ -135,6 +135,9 @@ def main() -> None:
     parser.add_argument(
         "--orders-only", action="store_true", help="only the order scenarios (poll, paging)"
     )
+    parser.add_argument(
+        "--warehouses-only", action="store_true", help="only the batch over three warehouses"
+    )
     parser.add_argument("--rss-probe", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rss-probe-poll", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -162,6 +165,10 @@ def main() -> None:
     bench = Bench(url, quick=args.quick, runs=args.runs)
     if args.orders_only:
         bench.bench_orders()
+        bench.report()
+    elif args.warehouses_only:
+        bench.seed_products()
+        bench.bench_spread()
         bench.report()
     else:
         bench.run()
@@ -384,6 +391,7 @@ class Bench:
         singles = measure(single, runs * 10, warmup=5)
         self.record("single-item sync", singles)
 
+        self.bench_spread()
         self.bench_orders()
         self.memory(bodies)
         self.report()
@@ -396,8 +404,12 @@ class Bench:
 
         size, runs = self.size, self.runs
         later = datetime(2099, 1, 1, tzinfo=UTC)
+        from stock.models import StockLevel
+
         stale_codes = [full_item(i, 0)["stock_code"] for i in range(1, size, 2)]
         Product.objects.filter(stock_code__in=stale_codes).update(posted_at=later)
+        # A stale item's level holds the later time too (its warehouse's level decides).
+        StockLevel.objects.filter(product__stock_code__in=stale_codes).update(posted_at=later)
         posted = {
             q: batch_body(size, 200 + q, posted_at="2026-01-01T08:00:00+00:00")
             for q in range(-4, runs + 1)
@@ -407,7 +419,95 @@ class Bench:
         timings = measure(lambda i: self.post_batch(posted[i]), runs)
         self.record(f"batch {size}, posted_at, half stale", timings, floor)
         Product.objects.update(posted_at=None)
+        StockLevel.objects.update(posted_at=None)
         return timings
+
+    # -- several warehouses ----------------------------------------------------------------
+    SPREAD_CODES = ("MAIN", "BENCH-B1", "BENCH-B2")
+
+    def spread_body(self, quantity: int, *, request_id: str) -> bytes:
+        """A batch of `size` items: a third of the products, each once per warehouse, all
+        fields populated (their values agree), every level moving with `quantity`."""
+        products = self.size // len(self.SPREAD_CODES)
+        items = []
+        for i in range(products):
+            base = full_item(i, 0)
+            for n, code in enumerate(self.SPREAD_CODES):
+                items.append({**base, "shop_quantity": quantity + n + i % 3, "warehouse": code})
+        return json.dumps(
+            {
+                "products": items,
+                "request_id": request_id,
+                "sync_context": {"source_type": "stock_receipt", "source_ref": request_id},
+            }
+        ).encode()
+
+    def floor_spread(self, body: bytes) -> None:
+        """What PostgreSQL needs to write the same rows: the items copied into a temporary
+        table; each level inserted or changed and its change recorded; each product's fields
+        and summed quantity written once."""
+        data = json.loads(body)
+        conn = self.floor_conn
+        fields = (*item_fields(), "warehouse")
+        with conn.cursor() as cur:
+            cur.execute(
+                "CREATE TEMP TABLE bench_spread ("
+                "stock_code text, ean text, status text, shop_quantity int, "
+                "catalog_price numeric, eshop_price numeric, name text, section_width_mm text, "
+                "aspect_ratio text, rim_inch text, tread_name text, name_suffix text, "
+                "load_index text, speed_index text, special_marking text, run_on_flat bool, "
+                "brand text, usage text, season text, on_promotion bool, on_clearance bool, "
+                "dot_code text, weight_kg numeric, discontinued bool, eu_label text, "
+                "warehouse text) ON COMMIT DROP"
+            )
+            with cur.copy(f"COPY bench_spread ({', '.join(fields)}) FROM STDIN") as copy:
+                for item in data["products"]:
+                    copy.write_row([item.get(name) for name in fields])
+            cur.execute(
+                "WITH v AS (SELECT p.id AS product_id, w.id AS warehouse_id, t.shop_quantity "
+                "FROM bench_spread t JOIN catalog_product p ON p.stock_code = t.stock_code "
+                "AND p.ean = t.ean JOIN stock_warehouse w ON w.code = t.warehouse), "
+                "old AS (SELECT v.*, l.quantity AS before FROM v LEFT JOIN stock_stocklevel l "
+                "ON l.product_id = v.product_id AND l.warehouse_id = v.warehouse_id), "
+                "written AS (INSERT INTO stock_stocklevel (product_id, warehouse_id, quantity, "
+                "reserved, updated_at) SELECT product_id, warehouse_id, shop_quantity, 0, now() "
+                "FROM old ON CONFLICT (product_id, warehouse_id) DO UPDATE SET "
+                "quantity = EXCLUDED.quantity, updated_at = EXCLUDED.updated_at) "
+                "INSERT INTO stock_stockmovement (product_id, warehouse_id, kind, before, after, "
+                "reason, order_number, staff_user, created_at) SELECT product_id, warehouse_id, "
+                "'quantity', before, shop_quantity, 'sync', '', '', now() FROM old "
+                "WHERE before IS DISTINCT FROM shop_quantity"
+            )
+            assignments = ", ".join(f"{name} = t.{name}" for name in item_fields()[2:])
+            cur.execute(
+                f"UPDATE catalog_product p SET {assignments}, updated_at = now() FROM "
+                "(SELECT DISTINCT ON (stock_code, ean) b.*, SUM(b.shop_quantity) OVER "
+                "(PARTITION BY stock_code, ean) AS total FROM bench_spread b) t "
+                "WHERE p.stock_code = t.stock_code AND p.ean = t.ean"
+            )
+        conn.commit()
+
+    def bench_spread(self) -> None:
+        """A batch spread over three warehouses (a third of the products, each three times),
+        with a request_id as a connector sends it, against the floor writing the same rows."""
+        from stock.services import warehouse_save
+
+        for code in self.SPREAD_CODES[1:]:
+            warehouse_save(code)
+        runs = self.runs
+        bodies = {
+            q: self.spread_body(1000 + q, request_id=f"SPREAD-{q}") for q in range(-4, runs + 1)
+        }
+        floor_bodies = {q: self.spread_body(5000 + q, request_id="x") for q in range(-4, runs + 1)}
+        self.post_batch(bodies[-4])  # every level exists, as in a connector's daily run
+        floor = measure(lambda i: self.floor_spread(floor_bodies[i]), runs)
+        self.record("floor: the same rows, 3 warehouses (levels, movements, products)", floor)
+        spread = measure(lambda i: self.post_batch(bodies[i]), runs)
+        self.record(
+            f"batch {self.size} over 3 warehouses, every level changes (request_id)",
+            spread,
+            floor,
+        )
 
     def bench_orders(self) -> None:
         try:

@@ -7,8 +7,10 @@ Served as `over_http.py` serves the partner operations (gunicorn.conf.py on a fr
 (dropped and re-created). Everything is compared within the one run, so that the noise of a
 shared machine affects both sides of each ratio alike:
 
-- latency: a single-item sync, placing a three-line order and a 100-key stock query, in turn,
-  one request at a time; the placement's and the query's medians against the sync's;
+- latency: a single-item sync, placing a three-line order, placing a three-line order whose
+  every line is taken from three warehouses (no one of them holds the whole line) and a
+  100-key stock query, in turn, one request at a time; the placements' and the query's
+  medians against the sync's;
 - contention: 50 client threads placing one-unit orders on one product with 1000 salable,
   against 50 client threads each placing on a product of its own (alternately, twice each);
   throughput (orders per second) of the first over the second;
@@ -44,7 +46,9 @@ from tests.bench.run import batch_body, full_item, p95, recreate_database  # noq
 ORDERS = "/api/v1/shop/orders"
 STOCK_QUERY = "/api/v1/shop/stock/query"
 # The issue's targets, each a ratio within one run.
-TARGETS = {"place": 1.5, "query": 1.0, "contention": 0.5, "consume": 1.2}
+TARGETS = {"place": 1.5, "place_split": 1.5, "query": 1.0, "contention": 0.5, "consume": 1.2}
+# The warehouses beside the default one that the split placements take units from.
+SPLIT_WAREHOUSES = ("BENCH-B1", "BENCH-B2")
 PLENTY = 10_000_000
 
 
@@ -138,8 +142,8 @@ class ShopBench:
         item = full_item(index, quantity)
         self.expect(self.partner, "PUT", ITEM, json.dumps(item).encode(), 200)
 
-    def place(self, product_indexes: list[int], *, status: int = 201) -> None:
-        body = order_body(f"BENCH-{next(self.numbers):08d}", product_indexes)
+    def place(self, product_indexes: list[int], *, status: int = 201, quantity: int = 1) -> None:
+        body = order_body(f"BENCH-{next(self.numbers):08d}", product_indexes, quantity)
         self.expect(self.shop, "POST", ORDERS, body, status)
 
     def query(self, keys: bytes) -> None:
@@ -165,12 +169,15 @@ class ShopBench:
         kinds = {
             "sync": lambda i: self.single_sync(i % quarter, PLENTY + i),
             "place": lambda i: self.place([quarter + (3 * i + k) % quarter for k in range(3)]),
+            "place_split": lambda i: self.place(
+                [split_index(sizes, 3 * (i + 10) + k) for k in range(3)], quantity=3
+            ),
             "query": lambda i: self.query(keys),
         }
         times: dict[str, list[float]] = {name: [] for name in kinds}
         names = list(kinds)
         for i in range(-10, sizes.latency_rounds):  # ten warm-up rounds
-            rotated = names[i % 3 :] + names[: i % 3]
+            rotated = names[i % len(names) :] + names[: i % len(names)]
             for name in rotated:
                 started = time.perf_counter()
                 kinds[name](i)
@@ -252,19 +259,51 @@ class ShopBench:
 
 
 # -- set-up, in this process (untimed) ---------------------------------------------------------
-def seed(products: int) -> tuple[str, str]:
-    """Migrate, load the products with plenty of stock; a partner key and a shop key."""
+def split_index(sizes: Sizes, number: int) -> int:
+    """The index of the `number`th product of the split placements (after the catalogue)."""
+    return sizes.products + number
+
+
+def seed(sizes: Sizes) -> tuple[str, str]:
+    """Migrate, load the products with plenty of stock; a partner key and a shop key.
+
+    After them, the split placements' products, one unit in each of three warehouses (the
+    default one and `SPLIT_WAREHOUSES`): a line of three takes one from each."""
     from django.core.management import call_command
     from django.db import connection
+    from django.utils import timezone
 
+    from catalog.models import Product
     from catalog.schemas import ProductItem
     from partner_api.keys import api_key_create
+    from stock.models import StockMovement
+    from stock.services import Source, levels_set, warehouse_save
     from sync.imports import products_import
 
     call_command("migrate", verbosity=0)
+    products = sizes.products
     products_import(
         items=[ProductItem.model_validate(full_item(i, PLENTY)) for i in range(products)]
     )
+    split = 3 * (sizes.latency_rounds + 10)
+    products_import(
+        items=[
+            ProductItem.model_validate(full_item(split_index(sizes, n), 1)) for n in range(split)
+        ]
+    )
+    ids = list(
+        Product.objects.filter(
+            stock_code__in=[stock_code(split_index(sizes, n)) for n in range(split)]
+        ).values_list("pk", flat=True)
+    )
+    for code in SPLIT_WAREHOUSES:
+        warehouse, _ = warehouse_save(code)
+        levels_set(
+            dict.fromkeys(ids, 1),
+            source=Source(StockMovement.Reason.STAFF_EDIT, staff_user="bench"),
+            now=timezone.now(),
+            warehouse_id=warehouse.pk,
+        )
     _, partner_key = api_key_create(name="bench-partner")
     _, shop_key = api_key_create(name="bench-shop", scope="shop")
     with connection.cursor() as cursor:
@@ -379,6 +418,12 @@ def report(sizes: Sizes, latency, contention, consumption, *, quick: bool) -> No
     rows = [
         ("single-item sync (partner key)", latency["sync"], None, None),
         ("place a three-line order", latency["place"], "sync", TARGETS["place"]),
+        (
+            "place a three-line order, each line over 3 warehouses",
+            latency["place_split"],
+            "sync",
+            TARGETS["place_split"],
+        ),
         (f"stock query, {sizes.query_keys} keys", latency["query"], "sync", TARGETS["query"]),
     ]
     for name, times, base, target in rows:
@@ -433,7 +478,7 @@ def main() -> None:
     import django
 
     django.setup()
-    partner_key, shop_key = seed(sizes.products)
+    partner_key, shop_key = seed(sizes)
     env = {
         **os.environ,
         "DATABASE_URL": url,

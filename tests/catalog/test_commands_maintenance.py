@@ -20,7 +20,7 @@ from catalog.models import (
 )
 from monitoring.selectors import sync_dashboard_figures
 from partner_api.keys import api_key_create
-from stock.models import Reservation
+from stock.models import Reservation, StockMovement
 from stock.services import default_warehouse
 from sync.pause import sync_pause_set
 from tests.factories import (
@@ -182,6 +182,46 @@ def test_purge_keeps_the_reservations_an_old_audit_consumed():
     reservation.refresh_from_db()
     assert reservation.state == Reservation.State.CONSUMED
     assert reservation.sync_audit_id is None
+
+
+def test_purge_removes_old_movements_but_those_of_orders_with_an_open_reservation():
+    product = ProductFactory()
+    warehouse = default_warehouse()
+    waiting, done = OrderFactory(), OrderFactory()
+    Reservation.objects.create(
+        product=product, order=waiting, warehouse=warehouse, quantity=1, state="open"
+    )
+    Reservation.objects.create(
+        product=product, order=done, warehouse=warehouse, quantity=1, state="consumed"
+    )
+
+    def movement(order, days):
+        return StockMovement.objects.create(
+            product=product,
+            warehouse=warehouse,
+            kind=StockMovement.Kind.RESERVED,
+            before=0,
+            after=1,
+            reason=StockMovement.Reason.PLACEMENT,
+            order=order,
+            created_at=ago(days=days),
+        )
+
+    kept_open = movement(waiting, 40)
+    movement(done, 40)
+    movement(None, 40)
+    recent = movement(done, 3)
+    before = StockMovement.objects.count()
+
+    dry, _ = run("purge_sync_audits", "--older-than", "30", "--dry-run")
+    assert "Would remove 2 stock movement(s)" in dry
+    assert StockMovement.objects.count() == before
+    out, _ = run("purge_sync_audits", "--older-than", "30")
+    assert "Removed 2 stock movement(s)" in out
+    assert set(StockMovement.objects.filter(product=product, reason="placement")) == {
+        kept_open,
+        recent,
+    }
 
 
 def test_purge_removes_old_resolved_and_dismissed_pending_keys_never_open_ones():

@@ -44,6 +44,9 @@ class FakeService:
     sent: list[Sent] = field(default_factory=list)
     applied: dict[bytes, dict[str, Any]] = field(default_factory=dict)
     orders: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # The service's default warehouse: when set, the keys and changes it lists name each
+    # item's warehouse (this one's code for an item that named none), as the service does.
+    default_warehouse: str | None = None
 
     def request(
         self, method: str, url: str, *, headers: dict[str, str], body: bytes, timeout: float
@@ -94,6 +97,8 @@ class FakeService:
         unknown_keys, stale_keys, changes = [], [], []
         for index, item in enumerate(items):
             key = {"index": index, "stock_code": item["stock_code"], "ean": item.get("ean", "")}
+            if self.default_warehouse is not None:
+                key["warehouse"] = item.get("warehouse") or self.default_warehouse
             if item["stock_code"] not in self.known:
                 unknown_keys.append({**key, "reason": "unknown"})
             elif posted and item["stock_code"] in self.newer:

@@ -209,16 +209,18 @@ def test_a_misspelt_document_key_is_named(tmp_path):
     assert any("'posted' (did you mean 'posted_at'?)" in line for line in found)
 
 
-def test_a_known_warehouse_column_is_not_read_yet(tmp_path):
+def test_a_warehouse_column_is_sent_without_a_warning(tmp_path):
     text = CSV_HEAD.replace("season", "season,warehouse,posted_at") + CSV_BODY.replace(
         ",\n", f",,MAIN,{POSTED}\n"
-    ).replace("summer\n", f"summer,MAIN,{POSTED}\n")
+    ).replace("summer\n", f"summer,BRANCH-2,{POSTED}\n")
+    service = FakeService({"A", "B"})
 
-    code, _, stderr = run(["push", write(tmp_path, text, "iss.csv")], FakeService({"A", "B"}))
+    code, _, stderr = run(["push", write(tmp_path, text, "iss.csv")], service)
 
     assert code == 0
-    (warning,) = warnings(stderr)
-    assert "'warehouse'" in warning
+    assert warnings(stderr) == []
+    (sent,) = service.sent
+    assert [row["warehouse"] for row in sent.data["products"]] == ["MAIN", "BRANCH-2"]
 
 
 def test_a_close_misspelling_of_an_ack_column_is_named(tmp_path):

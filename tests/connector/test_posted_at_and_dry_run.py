@@ -219,7 +219,16 @@ def test_dry_run_prints_a_table_on_a_terminal_and_json_in_the_status_file(config
     lines = out.splitlines()
     start = lines.index("Changes the push would make (3):")
     header, rule, *rows = lines[start + 1 : start + 6]
-    assert header.split() == ["chunk", "index", "stock_code", "ean", "field", "old", "new"]
+    assert header.split() == [
+        "chunk",
+        "index",
+        "stock_code",
+        "ean",
+        "warehouse",
+        "field",
+        "old",
+        "new",
+    ]
     assert set(rule.replace(" ", "")) == {"-"}
     assert rows[0].split() == ["1", "0", "SC-00000", "8590000000000", "shop_quantity", "5", "0"]
     assert rows[1].split() == ["1", "0", "SC-00000", "8590000000000", "name", "null", "Ice", "5"]
@@ -246,8 +255,9 @@ def test_dry_run_off_a_terminal_prints_tab_separated_changes(config, tmp_path):
     code, out = run(["push", str(path), "--dry-run"], service)
 
     assert code == 0
-    assert "chunk\tindex\tstock_code\tean\tfield\told\tnew" in out
-    assert "1\t1\tSC-00001\t8590000000001\tshop_quantity\t5\t0" in out
+    assert "chunk\tindex\tstock_code\tean\twarehouse\tfield\told\tnew" in out
+    # A service that names no warehouse in its changes leaves the cell empty.
+    assert "1\t1\tSC-00001\t8590000000001\t\tshop_quantity\t5\t0" in out
 
 
 def test_dry_run_without_changes_says_so(config, tmp_path):

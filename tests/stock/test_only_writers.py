@@ -32,10 +32,8 @@ SQL_SET = re.compile(
 # read (a dict of the stock query's answer) or restores, on an object the caller goes on
 # using, the figure that `stock.services` has just written, so that what follows shows it.
 ALLOWED = {
-    # After levels_set: the resolved product's object shows its new figure, re-read.
+    # After levels_set: the resolved or created product's object shows its new figure, re-read.
     ("sync/pending.py", "product.shop_quantity = Product.objects.values_list('shop_quantity'"),
-    # After levels_set for a created product: its object shows the figure just written.
-    ("sync/pending.py", "product.shop_quantity = quantity"),
     # The admin's new product: the figure entered is kept aside and the row is inserted with
     # the default 0, so that levels_set alone writes the figure (as a staff edit) ...
     ("sync/admin.py", "quantity, obj.shop_quantity = (obj.shop_quantity, 0)"),

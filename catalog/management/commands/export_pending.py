@@ -11,7 +11,8 @@ STATE_CHOICES = (*PendingProduct.State.values, "all")
 class Command(BaseCommand):
     help = (
         "Write the pending keys (unknown or ambiguous keys the partner system sent) to a CSV "
-        "file with the API's item columns; completed, it can be loaded with import_products."
+        "file with the API's item columns, one row per key and warehouse; completed, it can be "
+        "loaded with import_products."
     )
 
     def add_arguments(self, parser):

@@ -1,13 +1,15 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from catalog.maintenance import sync_audits_purge
+from catalog.maintenance import PURGE_BATCH_SIZE, sync_audits_purge
+from stock.services import movements_purge
 
 
 class Command(BaseCommand):
     help = (
         "Delete sync audits older than DAYS days with the product history rows they left, the "
         "idempotency records past the retention window, and the resolved and dismissed pending "
-        "keys older than DAYS days (open ones never). Prints what it removed."
+        "keys older than DAYS days (open ones never), and the stock movements older than DAYS "
+        "days but those of orders with an open reservation. Prints what it removed."
     )
 
     def add_arguments(self, parser):
@@ -26,6 +28,7 @@ class Command(BaseCommand):
         if older_than < 1:
             raise CommandError(f"--older-than must be at least 1 (days); got {older_than}.")
         result = sync_audits_purge(older_than_days=older_than, dry_run=dry_run)
+        movements = movements_purge(before=result.cutoff, dry_run=dry_run, batch=PURGE_BATCH_SIZE)
         verb = "Would remove" if result.dry_run else "Removed"
         self.stdout.write(
             f"{verb} {result.audits} sync audit(s) older than {result.cutoff:%Y-%m-%d %H:%M %Z}, "
@@ -35,4 +38,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{verb} {result.pending_keys} resolved or dismissed pending key(s) closed and last "
             "seen before then (open ones are kept)."
+        )
+        self.stdout.write(
+            f"{verb} {movements} stock movement(s) recorded before then (those of orders with "
+            "an open reservation are kept)."
         )
