@@ -28,9 +28,9 @@ SQL_SET = re.compile(
     r"\bSET\b[^;]*?\b(shop_quantity|reserved|state)\b\W*\s*=", re.IGNORECASE | re.DOTALL
 )
 
-# What the scan finds that writes no stock, as (path, the statement's beginning). Each is a
-# read (a dict of the stock query's answer) or restores, on an object the caller goes on
-# using, the figure that `stock.services` has just written, so that what follows shows it.
+# What the scan finds that writes no stock, as (path, the statement's beginning). Each
+# restores, on an object the caller goes on using, the figure that `stock.services` has just
+# written, so that what follows shows it.
 ALLOWED = {
     # After levels_set: the resolved or created product's object shows its new figure, re-read.
     ("sync/pending.py", "product.shop_quantity = Product.objects.values_list('shop_quantity'"),
