@@ -9,13 +9,20 @@ the bookings, or missing; dry runs; replays of the same request_id and body; bat
 threshold above which a sync reads every booked reservation), a push that comes before the
 acknowledgement it already counts, staff taking an acknowledgement back, and a late document
 over a state data from before "the acknowledgement consumes at once" can hold. After every step
-each product's figures, read with the stock query, must be the model's, `salable` must follow
-its formula, each order's row must be the model's, and each order's reservations must be the
-model's: the units placed are open plus consumed plus released.
+each product's figures, read with the stock query (its `warehouses` too), must be the model's,
+`salable` must follow its formula, each level (quantity, reserved units, document time) and each
+product's stored sums, document time and price must be the model's, each order's row must be
+the model's, each order item's `allocations` (the partner feed, the shop's page of an order it
+cancelled, and every Order record an answer carries) must be the model's, and each order's
+reservations must be the model's: the units placed are open plus consumed plus released.
+
+This machine holds its stock in the default warehouse alone: its rules draw warehouses only
+when there are several, so its examples are the ones measured. `test_warehouse_model.py` runs
+the same machine over three warehouses.
 
 Dependable: the default run is a fixed set of seeds (`SEEDS`), the same examples every run, and
-they catch each bug `tests/mutations/plant.py` plants that a single thread can show (measured:
-docs/TESTING.md). `MODEL_TEST_RUNS=N` adds N runs of fresh random examples, each bounded by
+they catch each bug `tests/mutations/plant.py` plants that a single thread can show in one
+warehouse (measured: docs/TESTING.md). `MODEL_TEST_RUNS=N` adds N runs of fresh random examples, each bounded by
 `MODEL_TEST_SECONDS` (default 120), for CI. A failure is shrunk for at most
 `MODEL_TEST_SHRINK_SECONDS` (default 20), then reported.
 

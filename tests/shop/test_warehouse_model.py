@@ -63,7 +63,7 @@ pytestmark = pytest.mark.django_db
 
 # The default run: these seeds, each for EXAMPLES examples of up to STEPS steps (measured with
 # tests/mutations/plant.py --model, docs/TESTING.md).
-SEEDS = tuple(int(n) for n in os.environ.get("MODEL_TEST_SEEDS", "2,3,5").split(","))
+SEEDS = tuple(int(n) for n in os.environ.get("MODEL_TEST_SEEDS", "2,3,6").split(","))
 EXAMPLES = 12
 STEPS = 30
 
