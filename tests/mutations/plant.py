@@ -343,7 +343,7 @@ PLANTS: tuple[Plant, ...] = (
                 "rows, key=lambda row: (row[0], row[2])",
             ),
         ),
-        (ALLOCATION, WAREHOUSES, MODEL_WAREHOUSES),
+        (WAREHOUSES, MODEL_WAREHOUSES),
         (MODEL_WAREHOUSES,),
     ),
     Plant(
