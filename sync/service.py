@@ -32,6 +32,7 @@ from core.retry import run_with_retry
 from stock.models import StockMovement
 from stock.services import (
     Source,
+    levels_alone,
     levels_for_sync,
     levels_from_table,
     levels_held,
@@ -358,9 +359,16 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         request_id=request.request_id,
         posted_at=posted_at,
     )
-    if request.warehouses.one is not None and not found.levels_only:
+    one = request.warehouses.one
+    if (
+        one is not None
+        and not found.levels_only
+        and levels_alone(
+            None if one == settings.DEFAULT_WAREHOUSE else request.warehouses.ids()[one]
+        )
+    ):
         # Every item names one warehouse (a connector's usual batch: the default one), once per
-        # product.
+        # product, and the products' figures are their levels there.
         applied_in = _apply_in_one(request, resolution, found, history=history, stock=stock)
     else:
         applied_in = _apply_spread(request, resolution, found, history=history, stock=stock)

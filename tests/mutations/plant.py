@@ -38,6 +38,9 @@ PYTHON = ROOT / ".venv" / "bin" / "python"
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/mutations"
 
 MODEL = "tests/shop/test_reservation_model.py"
+MODEL_WAREHOUSES = "tests/shop/test_warehouse_model.py"
+# The model tests `--model` runs, each against every plant.
+MODELS = (MODEL, MODEL_WAREHOUSES)
 CONSUMPTION = "tests/shop/test_consumption.py"
 CONSUMPTION_MORE = "tests/shop/test_consumption_sequences.py"
 CANCEL = "tests/shop/test_cancel_and_read.py"
@@ -49,6 +52,9 @@ LARGE_BATCH = "tests/shop/test_large_batch_consumption.py"
 STATUS = "tests/orders/test_status.py"
 STATUS_MORE = "tests/orders/test_status_sequences.py"
 ACKNOWLEDGE_MORE = "tests/orders/test_acknowledge_repeated.py"
+ALLOCATION = "tests/stock/test_allocation.py"
+WAREHOUSES = "tests/shop/test_warehouses.py"
+CONSUMED_AT_ACKNOWLEDGEMENT = "tests/shop/test_consumed_at_acknowledgement.py"
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ class Plant:
     sqlite: tuple[str, ...]
     # Test files run on PostgreSQL too (a bug that only shows there).
     postgres: tuple[str, ...] = ()
-    # The bug's number in the table of 14 (variants of one bug share it).
+    # The bug's number in the table of 16 (variants of one bug share it).
     bug: int = 0
 
     def __post_init__(self):
@@ -327,8 +333,69 @@ PLANTS: tuple[Plant, ...] = (
         ),
         (CANCEL_MORE, MODEL),
     ),
+    Plant(
+        "15a",
+        "placement takes the warehouses by code alone, not by priority then code",
+        (
+            Substitution(
+                RESERVATIONS,
+                "rows, key=lambda row: (row[0], *taking_order(row[1], row[2]))",
+                "rows, key=lambda row: (row[0], row[2])",
+            ),
+        ),
+        (WAREHOUSES, MODEL_WAREHOUSES),
+        (MODEL_WAREHOUSES,),
+    ),
+    Plant(
+        "15b",
+        "placement skips the whole-line-first rule (always splits in taking order)",
+        (
+            Substitution(
+                RESERVATIONS,
+                "    whole = next((warehouse for warehouse, units in salable if units >= wanted), None)\n"
+                "    if whole is not None:\n"
+                "        return [(whole, wanted)]\n",
+                "",
+            ),
+        ),
+        (ALLOCATION, WAREHOUSES, MODEL_WAREHOUSES),
+        (MODEL_WAREHOUSES,),
+    ),
+    Plant(
+        "16a",
+        "a sync consumes the reservations of every warehouse of the product, not its level's",
+        (
+            Substitution(
+                RESERVATIONS,
+                "    booked = Reservation.objects.filter(\n"
+                "        state=State.OPEN,\n"
+                "        warehouse_id=warehouse_id,\n",
+                "    booked = Reservation.objects.filter(\n        state=State.OPEN,\n",
+            ),
+        ),
+        (WAREHOUSES, MODEL_WAREHOUSES),
+        (WAREHOUSES, MODEL_WAREHOUSES),
+    ),
+    Plant(
+        "16b",
+        "the acknowledgement consumes a part when any level of its product counts the order",
+        (
+            Substitution(
+                RESERVATIONS,
+                "        (product_id, warehouse_id): posted_at\n"
+                "        for product_id, warehouse_id, posted_at in held\n"
+                "        if (product_id, warehouse_id) in pinned\n",
+                "        pair: posted_at\n"
+                "        for product_id, _, posted_at in held\n"
+                "        for pair in pinned\n"
+                "        if pair[0] == product_id\n",
+            ),
+        ),
+        (WAREHOUSES, MODEL_WAREHOUSES),
+        (MODEL_WAREHOUSES,),
+    ),
 )
-BUGS = 14
+BUGS = 16
 
 
 class PatternGone(Exception):
@@ -494,7 +561,7 @@ def measure(
     try:
         for path, text in texts.items():
             (copy / path).write_text(text)
-        for test, url in [(MODEL, None)] if model else runs(plant, database_url):
+        for test, url in [(test, None) for test in MODELS] if model else runs(plant, database_url):
             code, output = run_tests(copy, test, url, model=model)
             name = label(test, url)
             if code == 1 and model:
@@ -551,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         action="store_true",
-        help="run only the model test against each plant, every seed (MODEL_TEST_SEEDS)",
+        help="run only the model tests against each plant, every seed (MODEL_TEST_SEEDS)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every run's output")
     options = parser.parse_args(argv)
@@ -583,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         check_imports_from(copy)
         if options.model:
-            model_only = Plant("0", "model", (), (MODEL,))
+            model_only = Plant("0", "model", (), MODELS)
             if not options.skip_baseline:
                 baseline(copy, (model_only,), options.database_url, options.verbose)
         elif not options.skip_baseline:

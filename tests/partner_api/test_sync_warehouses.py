@@ -336,6 +336,41 @@ def test_a_request_without_a_document_time_applies_and_keeps_the_stored_times(ap
     assert level_time(tyre, "B1") == at(T2)
 
 
+@pytest.mark.parametrize("posted_at", [None, T1], ids=["no document time", "the same time"])
+@pytest.mark.parametrize("single", [False, True], ids=["batch", "single item"])
+def test_a_level_equal_to_its_products_sum_is_still_applied(api_client, tyre, posted_at, single):
+    """Every item names one warehouse and sends the product's figure (a sum over the
+    warehouses) as that warehouse's level: the level changes all the same."""
+    ok(
+        post_sync(
+            api_client,
+            batch(
+                item("T", ean="E", shop_quantity=4),
+                item("T", ean="E", shop_quantity=0, warehouse="B1"),
+                posted_at=T1,
+            ),
+        )
+    )
+    assert (levels(tyre), figures(tyre)) == ({"MAIN": 4, "B1": 0}, (4, 0))
+
+    def send(row):
+        if single:
+            body = {**row}
+            if posted_at is not None:
+                body["sync_context"] = {"source_type": "stock_receipt", "posted_at": posted_at}
+            return ok(put_item(api_client, body))
+        return ok(post_sync(api_client, batch(row, posted_at=posted_at)))
+
+    # B1 gets the 4 units the product sells; then the default warehouse the 8 it sells then.
+    assert send(item("T", ean="E", shop_quantity=4, warehouse="B1"))["products_updated"] == 1
+    assert (levels(tyre), figures(tyre)) == ({"MAIN": 4, "B1": 4}, (8, 0))
+    assert send(item("T", ean="E", shop_quantity=8))["products_updated"] == 1
+    assert (levels(tyre), figures(tyre)) == ({"MAIN": 8, "B1": 4}, (12, 0))
+    # And a warehouse the product holds no level in, sent the product's figure.
+    assert send(item("T", ean="E", shop_quantity=12, warehouse="B2"))["products_updated"] == 1
+    assert (levels(tyre), figures(tyre)) == ({"MAIN": 8, "B1": 4, "B2": 12}, (24, 0))
+
+
 def test_a_warehouse_that_does_not_sell_keeps_its_level_out_of_the_sum(api_client, tyre):
     warehouse_save("DROP", sells=False)
     ok(post_sync(api_client, batch(item("T", ean="E", shop_quantity=40, warehouse="DROP"))))

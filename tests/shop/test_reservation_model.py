@@ -9,13 +9,20 @@ the bookings, or missing; dry runs; replays of the same request_id and body; bat
 threshold above which a sync reads every booked reservation), a push that comes before the
 acknowledgement it already counts, staff taking an acknowledgement back, and a late document
 over a state data from before "the acknowledgement consumes at once" can hold. After every step
-each product's figures, read with the stock query, must be the model's, `salable` must follow
-its formula, each order's row must be the model's, and each order's reservations must be the
-model's: the units placed are open plus consumed plus released.
+each product's figures, read with the stock query (its `warehouses` too), must be the model's,
+`salable` must follow its formula, each level (quantity, reserved units, document time) and each
+product's stored sums, document time and price must be the model's, each order's row must be
+the model's, each order item's `allocations` (the partner feed, the shop's page of an order it
+cancelled, and every Order record an answer carries) must be the model's, and each order's
+reservations must be the model's: the units placed are open plus consumed plus released.
+
+This machine holds its stock in the default warehouse alone: its rules draw warehouses only
+when there are several, so its examples are the ones measured. `test_warehouse_model.py` runs
+the same machine over three warehouses.
 
 Dependable: the default run is a fixed set of seeds (`SEEDS`), the same examples every run, and
-they catch each bug `tests/mutations/plant.py` plants that a single thread can show (measured:
-docs/TESTING.md). `MODEL_TEST_RUNS=N` adds N runs of fresh random examples, each bounded by
+they catch each bug `tests/mutations/plant.py` plants that a single thread can show in one
+warehouse (measured: docs/TESTING.md). `MODEL_TEST_RUNS=N` adds N runs of fresh random examples, each bounded by
 `MODEL_TEST_SECONDS` (default 120), for CI. A failure is shrunk for at most
 `MODEL_TEST_SHRINK_SECONDS` (default 20), then reported.
 
@@ -31,6 +38,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import hypothesis.internal.conjecture.engine
 import pytest
@@ -57,6 +65,7 @@ from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from partner_api.keys import api_key_create
 from stock.models import Reservation, StockLevel
+from stock.services import default_warehouse
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item
 from tests.shop.helpers import (
@@ -66,11 +75,13 @@ from tests.shop.helpers import (
     cancel_url,
     line,
     order_body,
+    order_url,
 )
 
 pytestmark = pytest.mark.django_db
 
 SYNC = "/api/v1/partner/products/sync"
+FEED = "/api/v1/partner/orders"
 ITEM = "/api/v1/partner/products/item"
 DEFAULT_BUFFER = 1
 OPEN, CONSUMED, RELEASED = "open", "consumed", "released"
@@ -92,14 +103,44 @@ SHRINK_SECONDS = float(os.environ.get("MODEL_TEST_SHRINK_SECONDS", 20))
 THRESHOLD = stock.services._PRODUCTS_ASKED_BY_ID
 
 
+# The price every item carries unless it says otherwise (the sync helper's `eshop_price`), and
+# the prices items carry with several warehouses.
+PRICE = Decimal(90)
+PRICES = (PRICE, Decimal(80), Decimal(70))
+# A field left out of a body.
+ABSENT = object()
+
+
+@dataclass
+class ModelWarehouse:
+    pk: int
+    code: str
+    name: str
+    priority: int
+    lead_time_days: int = 0
+    sells: bool = True
+
+
+@dataclass
+class ModelLevel:
+    """A product's level in one warehouse: the partner system's figure there, and the document
+    time of the last level applied there."""
+
+    quantity: int
+    posted_at: datetime | None = None
+
+
 @dataclass
 class ModelProduct:
     pk: int
     stock_code: str
     ean: str
-    quantity: int
     buffer: int | None
+    # By warehouse code; a warehouse the product was never sent for holds no level.
+    levels: dict[str, ModelLevel]
+    # The latest document time whose prices were applied.
     posted_at: datetime | None = None
+    eshop_price: Decimal = PRICE
 
     @property
     def effective_buffer(self) -> int:
@@ -111,16 +152,49 @@ class ModelOrder:
     pk: int
     number: str
     body: dict
-    # product pk -> units
+    # product pk -> units, in the lines' order
     lines: dict[int, int]
-    # product pk -> open, consumed or released
-    reservations: dict[int, str]
+    # (product pk, warehouse code) -> units: each line's parts, in the order taken
+    parts: dict[tuple[int, str], int]
+    # (product pk, warehouse code) -> open, consumed or released
+    reservations: dict[tuple[int, str], str]
     # The partner sync status, or CANCELLED: the shop cancelled it (no partner sync status).
     state: str = PENDING
     # What became of it: new, shipped, delivered, cancelled.
     status: str = NEW
     reference: str | None = None
     booked_at: datetime | None = None
+
+    def allocations(self) -> list[list[dict]]:
+        """Each line's allocations as the Order record shows them: where its units were taken,
+        whatever became of the reservations since."""
+        return [
+            [
+                {"warehouse": code, "quantity": units}
+                for (product_pk, code), units in self.parts.items()
+                if product_pk == line_product
+            ]
+            for line_product in self.lines
+        ]
+
+    def holds_back(self) -> bool:
+        return OPEN in self.reservations.values()
+
+    def open_products(self) -> list[int]:
+        """The products of the lines that still hold units back, in the lines' order."""
+        held = {product_pk for (product_pk, _), state in self.reservations.items() if state == OPEN}
+        return [product_pk for product_pk in self.lines if product_pk in held]
+
+
+@dataclass(frozen=True)
+class SentItem:
+    """A sync item on a known product: the level it sets, in which warehouse (by code), and the
+    price it carries."""
+
+    product: ModelProduct
+    quantity: int
+    warehouse: str
+    eshop_price: Decimal = PRICE
 
 
 @dataclass
@@ -132,73 +206,153 @@ class SentSync:
 
 @dataclass
 class Model:
+    warehouses: list[ModelWarehouse]
     products: list[ModelProduct] = field(default_factory=list)
     orders: list[ModelOrder] = field(default_factory=list)
 
     def product(self, pk: int) -> ModelProduct:
         return next(p for p in self.products if p.pk == pk)
 
+    def warehouse(self, code: str) -> ModelWarehouse:
+        return next(w for w in self.warehouses if w.code == code)
+
+    def selling(self) -> list[ModelWarehouse]:
+        """The warehouses that sell, in the order units are taken: by priority, then by code
+        compared by code point (Python's comparison of text)."""
+        return sorted((w for w in self.warehouses if w.sells), key=lambda w: (w.priority, w.code))
+
+    def level_reserved(self, product: ModelProduct, code: str) -> int:
+        """The units of the open reservations pinned to the product's level in the warehouse."""
+        return sum(
+            order.parts[product.pk, code]
+            for order in self.orders
+            if order.reservations.get((product.pk, code)) == OPEN
+        )
+
+    def quantity(self, product: ModelProduct) -> int:
+        return sum(
+            level.quantity for code, level in product.levels.items() if self.warehouse(code).sells
+        )
+
     def reserved(self, product: ModelProduct) -> int:
         return sum(
-            order.lines[product.pk]
-            for order in self.orders
-            if order.reservations.get(product.pk) == OPEN
+            self.level_reserved(product, w.code) for w in self.selling() if w.code in product.levels
         )
 
     def salable(self, product: ModelProduct) -> int:
-        return max(0, product.quantity - self.reserved(product) - product.effective_buffer)
+        return max(0, self.quantity(product) - self.reserved(product) - product.effective_buffer)
 
-    def apply_sync(self, items: list[tuple[ModelProduct, int]], posted_at, now) -> tuple[int, int]:
-        """A real call's items on known products; returns (applied, stale)."""
-        applied = stale = 0
-        document_time = posted_at or now
-        for product, quantity in items:
-            if (
-                posted_at is not None
-                and product.posted_at is not None
-                and product.posted_at > posted_at
-            ):
-                stale += 1
+    def stock_warehouses(self, product: ModelProduct) -> list[dict]:
+        """The stock query's `warehouses`: each selling warehouse where the product holds a
+        level, in the order units are taken."""
+        shown = []
+        for w in self.selling():
+            if w.code not in product.levels:
                 continue
-            applied += 1
-            product.quantity = quantity
+            quantity = product.levels[w.code].quantity
+            reserved = self.level_reserved(product, w.code)
+            shown.append(
+                {
+                    "code": w.code,
+                    "name": w.name,
+                    "quantity": quantity,
+                    "reserved": reserved,
+                    "salable": max(0, quantity - reserved),
+                    "lead_time_days": w.lead_time_days,
+                }
+            )
+        return shown
+
+    def allocate(self, lines: list[tuple[ModelProduct, int]]) -> dict[tuple[int, str], int]:
+        """Where a placement takes each line's units: the first selling warehouse (in taking
+        order) whose own salable covers the whole line, else each in turn as much as it has."""
+        parts = {}
+        for product, wanted in lines:
+            salable = [
+                (
+                    w.code,
+                    max(0, product.levels[w.code].quantity - self.level_reserved(product, w.code)),
+                )
+                for w in self.selling()
+                if w.code in product.levels
+            ]
+            whole = next((code for code, units in salable if units >= wanted), None)
+            if whole is not None:
+                parts[product.pk, whole] = wanted
+                continue
+            for code, units in salable:
+                taken = min(units, wanted)
+                if taken > 0:
+                    parts[product.pk, code] = taken
+                    wanted -= taken
+            # The product's salable covered the line: so do its warehouses' together.
+            assert wanted == 0, (product, salable)
+        return parts
+
+    def is_stale(self, item: SentItem, posted_at: datetime | None) -> bool:
+        """An item does not change a level that holds a later document time."""
+        level = item.product.levels.get(item.warehouse)
+        return (
+            posted_at is not None
+            and level is not None
+            and level.posted_at is not None
+            and level.posted_at > posted_at
+        )
+
+    def apply_sync(self, items: list[SentItem], posted_at, now) -> list[SentItem]:
+        """A real call's items on known products; returns the stale ones.
+
+        An item applies its level unless the level holds a later document time; its price
+        applies too unless the product holds a later one (an older document for another
+        warehouse: the level only). Each applied level consumes the open reservations pinned
+        to it of the orders booked by the document time."""
+        stale = []
+        document_time = posted_at or now
+        for sent in items:
+            if self.is_stale(sent, posted_at):
+                stale.append(sent)
+                continue
+            product = sent.product
+            whole = posted_at is None or product.posted_at is None or product.posted_at <= posted_at
+            level = product.levels.setdefault(sent.warehouse, ModelLevel(sent.quantity))
+            level.quantity = sent.quantity
             if posted_at is not None:
-                product.posted_at = posted_at
+                level.posted_at = posted_at
+            if whole:
+                product.eshop_price = sent.eshop_price
+                if posted_at is not None:
+                    product.posted_at = posted_at
+            pinned = (product.pk, sent.warehouse)
             for order in self.orders:
                 if (
-                    order.reservations.get(product.pk) == OPEN
+                    order.reservations.get(pinned) == OPEN
                     and order.state == ACKNOWLEDGED
                     and order.booked_at <= document_time
                 ):
-                    order.reservations[product.pk] = CONSUMED
-        return applied, stale
+                    order.reservations[pinned] = CONSUMED
+        return stale
 
     def book(self, order: ModelOrder, booked_at: datetime) -> None:
-        """The acknowledgement that books the order consumes at once what a figure the
-        product already holds counts (decisions.md, "When the partner system's figures
-        include an order")."""
+        """The acknowledgement that books the order consumes at once what a figure the level of
+        each part already holds counts (decisions.md, "When the partner system's figures
+        include an order"; with warehouses, the level of the part's warehouse)."""
         order.booked_at = booked_at
-        for product_pk, state in order.reservations.items():
-            held = self.product(product_pk).posted_at
+        for (product_pk, code), state in order.reservations.items():
+            level = self.product(product_pk).levels.get(code)
+            held = None if level is None else level.posted_at
             if state == OPEN and held is not None and held >= booked_at:
-                order.reservations[product_pk] = CONSUMED
+                order.reservations[product_pk, code] = CONSUMED
 
     def release(self, order: ModelOrder) -> None:
-        for product_pk, state in order.reservations.items():
+        for pinned, state in order.reservations.items():
             if state == OPEN:
-                order.reservations[product_pk] = RELEASED
+                order.reservations[pinned] = RELEASED
 
     def consumed(self) -> int:
         return sum(list(order.reservations.values()).count(CONSUMED) for order in self.orders)
 
-    def stale_count(self, items, posted_at) -> int:
-        return sum(
-            1
-            for product, _ in items
-            if posted_at is not None
-            and product.posted_at is not None
-            and product.posted_at > posted_at
-        )
+    def stale(self, items: list[SentItem], posted_at) -> list[SentItem]:
+        return [item for item in items if self.is_stale(item, posted_at)]
 
 
 # What the examples did, counted over a run: the test checks that every kind of step happened.
@@ -214,10 +368,18 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _booked(order: ModelOrder) -> bool:
-    return order.state == ACKNOWLEDGED and OPEN in order.reservations.values()
+    return order.state == ACKNOWLEDGED and order.holds_back()
 
 
 class ReservationMachine(RuleBasedStateMachine):
+    """The shop side with the default warehouse alone (a subclass adds more: the rules draw
+    warehouses only when there are several, so this machine's examples stay as measured)."""
+
+    # The levels the partner system sends, the lines of an order, and the units a line asks for.
+    LEVELS = st.integers(0, 10)
+    LINES = 3
+    LINE_QUANTITIES = st.integers(1, 3)
+
     def __init__(self):
         super().__init__()
         self._savepoint = transaction.atomic()
@@ -230,7 +392,16 @@ class ReservationMachine(RuleBasedStateMachine):
             self.partner.credentials(HTTP_X_API_KEY=partner_key)
             self.shop = APIClient()
             self.shop.credentials(HTTP_X_API_KEY=shop_key)
-            self.model = Model()
+            main = default_warehouse()
+            # The default warehouse's code: where an item that names none sets its level.
+            self.main = main.code
+            self.model = Model(
+                warehouses=[
+                    ModelWarehouse(
+                        main.pk, main.code, main.name, main.priority, main.lead_time_days
+                    )
+                ]
+            )
             self.syncs: list[SentSync] = []
             self.start = timezone.now().replace(microsecond=0)
             # Document times well before now (every default booking is later), and a time
@@ -256,6 +427,59 @@ class ReservationMachine(RuleBasedStateMachine):
         self.counter += 1
         return f"{prefix}-{self.counter}"
 
+    @property
+    def several(self) -> bool:
+        """Several warehouses: the rules draw which ones (with one, they draw nothing more)."""
+        return len(self.model.warehouses) > 1
+
+    # -- what a sync sends ----------------------------------------------------------------------
+
+    def _levels(
+        self, data, products: list[ModelProduct], *, order: ModelOrder | None = None
+    ) -> list[SentItem]:
+        """A level for each product: in the default warehouse, or, with several, in one or more
+        warehouses each (those of the order's parts first), all of a product's items carrying
+        one price (they must agree)."""
+        if not self.several:
+            return [
+                SentItem(product, data.draw(self.LEVELS, label="level"), self.main)
+                for product in products
+            ]
+        items = []
+        for product in products:
+            pinned = [] if order is None else [code for pk, code in order.parts if pk == product.pk]
+            codes = pinned + [w.code for w in self.model.warehouses if w.code not in pinned]
+            chosen = data.draw(
+                st.lists(st.sampled_from(codes), min_size=1, max_size=len(codes), unique=True),
+                label=f"warehouses of {product.stock_code}",
+            )
+            price = data.draw(st.sampled_from(PRICES), label="price")
+            items.extend(
+                SentItem(product, data.draw(self.LEVELS, label="level"), code, price)
+                for code in chosen
+            )
+        return items
+
+    def _rows(self, data, items: list[SentItem]) -> list[dict]:
+        """The items as the partner system sends them. With several warehouses the default
+        one is named in each of its spellings (absent, null, "" or its code)."""
+        rows = []
+        for sent in items:
+            row = item(sent.product.stock_code, ean=sent.product.ean, shop_quantity=sent.quantity)
+            if sent.eshop_price != PRICE:
+                row["eshop_price"] = int(sent.eshop_price)
+            if self.several:
+                if sent.warehouse != self.main:
+                    row["warehouse"] = sent.warehouse
+                else:
+                    spelling = data.draw(
+                        st.sampled_from([ABSENT, None, "", self.main]), label="default warehouse"
+                    )
+                    if spelling is not ABSENT:
+                        row["warehouse"] = spelling
+            rows.append(row)
+        return rows
+
     # -- the catalogue ------------------------------------------------------------------------
 
     @initialize(
@@ -271,7 +495,13 @@ class ReservationMachine(RuleBasedStateMachine):
         for quantity, buffer in products:
             product = ProductFactory(shop_quantity=quantity, safety_buffer=buffer)
             self.model.products.append(
-                ModelProduct(product.pk, product.stock_code, product.ean, quantity, buffer)
+                ModelProduct(
+                    product.pk,
+                    product.stock_code,
+                    product.ean,
+                    buffer,
+                    levels={self.main: ModelLevel(quantity)},
+                )
             )
 
     @rule(data=st.data())
@@ -287,10 +517,17 @@ class ReservationMachine(RuleBasedStateMachine):
     # -- times --------------------------------------------------------------------------------
 
     def _time(self, data, *, label: str) -> datetime | None:
-        """None, a time long before now, one of the times already held (a product's posted_at,
-        an order's booking) exactly or a moment either side, or one a few minutes ahead."""
+        """None, a time long before now, one of the times already held (a product's or a
+        level's posted_at, an order's booking) exactly or a moment either side, or one a few
+        minutes ahead."""
         anchors = sorted(
             {p.posted_at for p in self.model.products if p.posted_at}
+            | {
+                level.posted_at
+                for p in self.model.products
+                for level in p.levels.values()
+                if level.posted_at
+            }
             | {o.booked_at for o in self.model.orders if o.booked_at}
         )
         kinds = (["held", "around"] if anchors else []) + ["past", "none", "future"]
@@ -322,10 +559,18 @@ class ReservationMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def place(self, data):
         chosen = data.draw(
-            st.lists(st.sampled_from(self.model.products), min_size=1, max_size=3, unique_by=id),
+            st.lists(
+                st.sampled_from(self.model.products),
+                min_size=1,
+                max_size=self.LINES,
+                unique_by=id,
+            ),
             label="products",
         )
-        quantities = [data.draw(st.integers(1, 3), label="quantity") for _ in chosen]
+        quantities = [data.draw(self.LINE_QUANTITIES, label="quantity") for _ in chosen]
+        self._place(data, chosen, quantities)
+
+    def _place(self, data, chosen: list[ModelProduct], quantities: list[int]) -> None:
         number = self._next("W")
         body = order_body(
             *[
@@ -356,15 +601,19 @@ class ReservationMachine(RuleBasedStateMachine):
         assert record["status"] == NEW
         assert record["partner_sync_status"] == PENDING
         lines = {product.pk: quantity for product, quantity in zip(chosen, quantities, strict=True)}
-        self.model.orders.append(
-            ModelOrder(
-                pk=record["order_id"],
-                number=number,
-                body=body,
-                lines=lines,
-                reservations=dict.fromkeys(lines, OPEN),
-            )
+        parts = self.model.allocate(list(zip(chosen, quantities, strict=True)))
+        order = ModelOrder(
+            pk=record["order_id"],
+            number=number,
+            body=body,
+            lines=lines,
+            parts=parts,
+            reservations=dict.fromkeys(parts, OPEN),
         )
+        self.model.orders.append(order)
+        if len(parts) > len(lines):
+            _seen("place split")
+        self._check_record(order, record)
 
     @precondition(lambda self: self.model.orders)
     @rule(data=st.data())
@@ -378,6 +627,7 @@ class ReservationMachine(RuleBasedStateMachine):
             assert response["Idempotent-Replayed"] == "true"
             assert response.json()["order_id"] == order.pk
             assert response.json()["status"] == order.status
+            self._check_record(order, response.json())
         else:
             other = dict(order.body, vat_total=order.body["vat_total"] + 1)
             other["total"] = round(other["subtotal"] + other["vat_total"], 2)
@@ -414,6 +664,7 @@ class ReservationMachine(RuleBasedStateMachine):
         assert response.status_code == 200, response.json()
         assert response.json()["status"] == CANCELLED
         assert response.json()["partner_sync_status"] is None
+        self._check_record(order, response.json())
         if order.state == CANCELLED:
             assert response["Idempotent-Replayed"] == "true"
             return
@@ -451,12 +702,14 @@ class ReservationMachine(RuleBasedStateMachine):
             if reference == order.reference:
                 assert response.status_code == 200, response.json()
                 assert response["Idempotent-Replayed"] == "true"
+                self._check_record(order, response.json())
             else:
                 assert response.status_code == 409, response.json()
             # A repeated acknowledgement never changes the booking (the invariants check it).
             return
         assert response.status_code == 200, response.json()
         assert response.json()["partner_sync_status"] == ACKNOWLEDGED
+        self._check_record(order, response.json())
         stored = Order.objects.get(pk=order.pk).stock_booked_at
         if booked is None:
             assert before <= stored <= after
@@ -484,10 +737,9 @@ class ReservationMachine(RuleBasedStateMachine):
             base + data.draw(st.sampled_from([timedelta(0), timedelta(seconds=1)]), label="on"),
             self.future,
         )
-        items = [(product, data.draw(st.integers(0, 10), label="level")) for product in products]
-        rows = [item(p.stock_code, ean=p.ean, shop_quantity=q) for p, q in items]
+        items = self._levels(data, products, order=order)
         body = {
-            "products": rows,
+            "products": self._rows(data, items),
             "sync_context": {"source_type": "customer_sale", "posted_at": _iso(posted_at)},
             "request_id": self._next("EARLY"),
         }
@@ -525,9 +777,9 @@ class ReservationMachine(RuleBasedStateMachine):
         if order.state != ACKNOWLEDGED:
             return
         for dry_run in (True, False):
-            items = [(p, data.draw(st.integers(0, 10), label="level")) for p in products]
+            items = self._levels(data, products, order=order)
             body = {
-                "products": [item(p.stock_code, ean=p.ean, shop_quantity=q) for p, q in items],
+                "products": self._rows(data, items),
                 "sync_context": {"source_type": "customer_sale", "posted_at": _iso(booked)},
                 "request_id": self._next("BOOKED"),
             }
@@ -541,7 +793,7 @@ class ReservationMachine(RuleBasedStateMachine):
         theirs = [o for o in self.model.orders if o.state == ACKNOWLEDGED]
         new = [o for o in theirs if o.status == NEW]
         # Orders still holding stock back: what a cancellation must give back.
-        holding = [o for o in new if OPEN in o.reservations.values()]
+        holding = [o for o in new if o.holds_back()]
         pick = data.draw(st.integers(0, 5), label="which order")
         if pick == 0:
             order = data.draw(st.sampled_from(self.model.orders), label="order")
@@ -592,10 +844,11 @@ class ReservationMachine(RuleBasedStateMachine):
         assert response.status_code == 200, response.json()
         assert response.json()["status"] == status
         assert response.json()["partner_sync_status"] == ACKNOWLEDGED
+        self._check_record(order, response.json())
         order.status = status
         if status == CANCELLED:
             # The partner system undoes its own booking: the open reservations go back on sale.
-            if OPEN in order.reservations.values():
+            if order.holds_back():
                 _seen("report cancelled releases")
             self.model.release(order)
             if data.draw(st.booleans(), label="the shop cancels too"):
@@ -627,7 +880,7 @@ class ReservationMachine(RuleBasedStateMachine):
         if booked and not data.draw(st.booleans(), label="any products"):
             # The products whose reservations a sync may consume.
             order = data.draw(st.sampled_from(booked), label="booked order")
-            candidates = [p for p in self.model.products if p.pk in order.reservations]
+            candidates = [p for p in self.model.products if p.pk in order.lines]
         else:
             candidates = self.model.products
         if single:
@@ -637,15 +890,13 @@ class ReservationMachine(RuleBasedStateMachine):
                 st.lists(st.sampled_from(candidates), min_size=1, max_size=3, unique_by=id),
                 label="products",
             )
-        items = [(product, data.draw(st.integers(0, 10), label="level")) for product in chosen]
+        items = self._levels(data, chosen)
+        single = single and len(items) == 1
         posted_at = self._time(data, label="posted_at")
         context = {"source_type": "stock_issue"}
         if posted_at is not None:
             context["posted_at"] = _iso(posted_at)
-        rows = [
-            item(product.stock_code, ean=product.ean, shop_quantity=quantity)
-            for product, quantity in items
-        ]
+        rows = self._rows(data, items)
         request_id = data.draw(st.sampled_from([None, self._next("DOC"), "DOC-SHARED"]))
         if single:
             body = {**rows[0], "sync_context": context, "request_id": request_id}
@@ -666,8 +917,8 @@ class ReservationMachine(RuleBasedStateMachine):
         order = data.draw(
             st.sampled_from([o for o in self.model.orders if _booked(o)]), label="booked order"
         )
-        products = [p for p in self.model.products if p.pk in order.reservations]
-        items = [(product, data.draw(st.integers(0, 10), label="level")) for product in products]
+        products = [p for p in self.model.products if p.pk in order.lines]
+        items = self._levels(data, products, order=order)
         delta = data.draw(
             st.sampled_from(
                 [
@@ -686,10 +937,7 @@ class ReservationMachine(RuleBasedStateMachine):
         if posted_at is not None:
             context["posted_at"] = _iso(posted_at)
         single = len(items) == 1 and data.draw(st.booleans(), label="single")
-        rows = [
-            item(product.stock_code, ean=product.ean, shop_quantity=quantity)
-            for product, quantity in items
-        ]
+        rows = self._rows(data, items)
         request_id = self._next("SALE")
         if single:
             body = {**rows[0], "sync_context": context, "request_id": request_id}
@@ -713,17 +961,37 @@ class ReservationMachine(RuleBasedStateMachine):
         order = data.draw(
             st.sampled_from([o for o in self.model.orders if _booked(o)]), label="booked order"
         )
-        held = {pk for pk, state in order.reservations.items() if state == OPEN}
-        others = [p for p in self.model.products if p.pk not in held]
+        held = {pinned for pinned, state in order.reservations.items() if state == OPEN}
+        # Every level but those its open reservations are pinned to: with several warehouses,
+        # its own products' levels in the other warehouses too, which consume nothing of it.
+        others = [
+            (product, w.code)
+            for product in self.model.products
+            for w in self.model.warehouses
+            if (product.pk, w.code) not in held
+        ]
         if not others:
             return
-        items = [(product, data.draw(st.integers(0, 10), label="level")) for product in others]
+        if self.several:
+            others = data.draw(
+                st.lists(
+                    st.sampled_from(others),
+                    min_size=1,
+                    max_size=6,
+                    unique_by=lambda pair: (pair[0].pk, pair[1]),
+                ),
+                label="levels",
+            )
+        items = [
+            SentItem(product, data.draw(self.LEVELS, label="level"), code)
+            for product, code in others
+        ]
         posted_at = data.draw(st.sampled_from([None, None, self.future]), label="posted_at")
         context = {"source_type": "stock_receipt"}
         if posted_at is not None:
             context["posted_at"] = _iso(posted_at)
         body = {
-            "products": [item(p.stock_code, ean=p.ean, shop_quantity=q) for p, q in items],
+            "products": self._rows(data, items),
             "sync_context": context,
             "request_id": self._next("OTHERS"),
         }
@@ -738,14 +1006,20 @@ class ReservationMachine(RuleBasedStateMachine):
         product = data.draw(
             st.sampled_from([p for p in self.model.products if p.posted_at]), label="product"
         )
-        self._send_older(data, product)
+        code = self.main
+        if self.several:
+            # A level that holds an earlier time applies (the level only), one that holds the
+            # product's time is stale.
+            code = data.draw(st.sampled_from([w.code for w in self.model.warehouses]))
+        self._send_older(data, product, code)
 
-    def _send_older(self, data, product: ModelProduct) -> None:
+    def _send_older(self, data, product: ModelProduct, code: str) -> None:
         posted_at = product.posted_at - timedelta(microseconds=1)
-        quantity = data.draw(st.integers(0, 10), label="level")
-        items = [(product, quantity)]
+        quantity = data.draw(self.LEVELS, label="level")
+        price = data.draw(st.sampled_from(PRICES), label="price") if self.several else PRICE
+        items = [SentItem(product, quantity, code, price)]
         body = {
-            "products": [item(product.stock_code, ean=product.ean, shop_quantity=quantity)],
+            "products": self._rows(data, items),
             "sync_context": {"source_type": "stock_issue", "posted_at": _iso(posted_at)},
             "request_id": self._next("LATE"),
         }
@@ -766,20 +1040,25 @@ class ReservationMachine(RuleBasedStateMachine):
             st.sampled_from([o for o in self.model.orders if _booked(o)]), label="booked order"
         )
         product = self.model.product(
-            data.draw(
-                st.sampled_from([pk for pk, state in order.reservations.items() if state == OPEN]),
-                label="product",
-            )
+            data.draw(st.sampled_from(order.open_products()), label="product")
         )
         held = order.booked_at + timedelta(seconds=1)
         if product.posted_at is not None and product.posted_at > held:
             return
-        # As the migration to the stock app left such data: the level holds its product's time.
+        # As the migration to the stock app left such data: the level holds its product's time
+        # (with several warehouses, every level of the product).
         Product.objects.filter(pk=product.pk).update(posted_at=held)
         StockLevel.objects.filter(product_id=product.pk).update(posted_at=held)
         product.posted_at = held
+        for level in product.levels.values():
+            level.posted_at = held
         _seen("late document over old data")
-        self._send_older(data, product)
+        pinned = next(
+            code
+            for (pk, code), state in order.reservations.items()
+            if pk == product.pk and state == OPEN
+        )
+        self._send_older(data, product, pinned)
 
     @precondition(lambda self: self.syncs)
     @rule(data=st.data())
@@ -824,24 +1103,41 @@ class ReservationMachine(RuleBasedStateMachine):
                 answer.pop("dry_run"), answer.pop("changes")
             assert answer == replay_of.answer
             return
-        stale = self.model.stale_count(items, posted_at)
+        stale = self.model.stale(items, posted_at)
         if dry_run:
             _seen("sync dry run")
             assert answer["dry_run"] is True
         else:
             consumed = self.model.consumed()
-            _, stale = self.model.apply_sync(items, posted_at, now)
+            levels_only = [
+                sent
+                for sent in items
+                if sent not in stale
+                and posted_at is not None
+                and sent.product.posted_at is not None
+                and sent.product.posted_at > posted_at
+            ]
+            assert self.model.apply_sync(items, posted_at, now) == stale
             _seen(f"sync consumed {min(self.model.consumed() - consumed, 2)}+")
-            _seen(f"sync stale {min(stale, 1)}+")
-            if len(items) - stale > stock.services._PRODUCTS_ASKED_BY_ID:
+            _seen(f"sync stale {min(len(stale), 1)}+")
+            if levels_only:
+                _seen("sync level only")
+            if len(items) - len(stale) > stock.services._PRODUCTS_ASKED_BY_ID:
                 _seen("sync over the threshold")
             assert "dry_run" not in answer
             if body["request_id"] is not None:
                 self.syncs.append(SentSync(path, body, answer))
         assert answer["success"] is True
-        assert answer["stale_products"] == stale, answer
+        assert answer["stale_products"] == len(stale), answer
         assert answer["unknown_products"] == unknown, answer
-        assert answer["products_updated"] == len(items) - stale, answer
+        assert answer["products_updated"] == len(items) - len(stale), answer
+        assert sorted((key["stock_code"], key["warehouse"]) for key in answer["stale_keys"]) == (
+            sorted((sent.product.stock_code, sent.warehouse) for sent in stale)
+        ), answer
+
+    def _check_record(self, order: ModelOrder, record: dict) -> None:
+        """An Order record's lines say where their units were taken, as the model took them."""
+        assert [line["allocations"] for line in record["items"]] == order.allocations(), record
 
     # -- what must hold after every step --------------------------------------------------------
 
@@ -858,13 +1154,51 @@ class ReservationMachine(RuleBasedStateMachine):
         assert response.status_code == 200, response.json()
         for entry, product in zip(response.json()["items"], products, strict=True):
             assert entry["found"] is True
-            assert entry["shop_quantity"] == product.quantity, entry
+            assert entry["shop_quantity"] == self.model.quantity(product), entry
             assert entry["reserved"] == self.model.reserved(product), entry
             assert entry["safety_buffer"] == product.effective_buffer, entry
             assert entry["salable"] == max(
                 0, entry["shop_quantity"] - entry["reserved"] - entry["safety_buffer"]
             )
             assert entry["salable"] == self.model.salable(product), entry
+            assert entry["warehouses"] == self.model.stock_warehouses(product), entry
+
+    @invariant()
+    def levels_are_the_models(self):
+        """Each level's quantity, reserved units (its open reservations, whether its warehouse
+        sells or not) and document time; each product's sums over the selling warehouses, its
+        document time and its price."""
+        products = self.model.products
+        stored = {
+            (product_id, code): rest
+            for product_id, code, *rest in StockLevel.objects.filter(
+                product_id__in=[p.pk for p in products]
+            ).values_list("product_id", "warehouse__code", "quantity", "reserved", "posted_at")
+        }
+        assert stored == {
+            (product.pk, code): [
+                level.quantity,
+                self.model.level_reserved(product, code),
+                level.posted_at,
+            ]
+            for product in products
+            for code, level in product.levels.items()
+        }
+        stored = {
+            pk: rest
+            for pk, *rest in Product.objects.filter(pk__in=[p.pk for p in products]).values_list(
+                "pk", "shop_quantity", "reserved", "posted_at", "eshop_price"
+            )
+        }
+        assert stored == {
+            product.pk: [
+                self.model.quantity(product),
+                self.model.reserved(product),
+                product.posted_at,
+                product.eshop_price,
+            ]
+            for product in products
+        }
 
     @invariant()
     def orders_are_the_models(self):
@@ -886,45 +1220,81 @@ class ReservationMachine(RuleBasedStateMachine):
             ], order
 
     @invariant()
+    def allocations_are_the_models(self):
+        """Each order item's allocations, as the partner feed shows the partner's orders and
+        the shop's page shows those it cancelled (they left the feed)."""
+        if not self.model.orders:
+            return
+        response = self.partner.get(FEED, {"partner_status": "all"})
+        assert response.status_code == 200, response.json()
+        records = {record["order_id"]: record for record in response.json()["orders"]}
+        assert set(records) == {o.pk for o in self.model.orders if o.state != CANCELLED}
+        for order in self.model.orders:
+            if order.state == CANCELLED:
+                response = self.shop.get(order_url(order.pk))
+                assert response.status_code == 200, response.json()
+                self._check_record(order, response.json())
+            else:
+                self._check_record(order, records[order.pk])
+
+    @invariant()
     def reservations_are_the_models(self):
+        """One reservation per part of a line (its product in one warehouse), naming its line,
+        in the model's state; an open one carries its order's booking."""
         stored = {}
-        for order_id, product_id, quantity, state, booked_at in Reservation.objects.filter(
+        for (
+            order_id,
+            product_id,
+            code,
+            line_code,
+            quantity,
+            state,
+            booked_at,
+        ) in Reservation.objects.filter(
             product_id__in=[p.pk for p in self.model.products]
-        ).values_list("order_id", "product_id", "quantity", "state", "booked_at"):
-            assert (order_id, product_id) not in stored
-            stored[order_id, product_id] = (quantity, state, booked_at)
+        ).values_list(
+            "order_id",
+            "product_id",
+            "warehouse__code",
+            "item__stock_code",
+            "quantity",
+            "state",
+            "booked_at",
+        ):
+            assert (order_id, product_id, code) not in stored
+            assert line_code == self.model.product(product_id).stock_code
+            stored[order_id, product_id, code] = (quantity, state, booked_at)
         expected = {}
         for order in self.model.orders:
-            for product_id, state in order.reservations.items():
-                expected[order.pk, product_id] = (order.lines[product_id], state)
+            for (product_id, code), state in order.reservations.items():
+                booked_at = order.booked_at if state == OPEN else None
+                expected[order.pk, product_id, code] = (
+                    order.parts[product_id, code],
+                    state,
+                    booked_at,
+                )
             # The units placed are open plus consumed plus released.
-            assert sum(order.lines.values()) == sum(
-                stored[order.pk, product_id][0] for product_id in order.lines
-            )
-        assert {key: value[:2] for key, value in stored.items()} == expected
-        # An open reservation carries its order's booking (none until acknowledged).
-        for order in self.model.orders:
-            for product_id, state in order.reservations.items():
-                if state == OPEN:
-                    assert stored[order.pk, product_id][2] == order.booked_at
-        # `reserved` is the sum of the open reservations, product by product.
-        for pk, reserved in Product.objects.filter(
-            pk__in=[p.pk for p in self.model.products]
-        ).values_list("pk", "reserved"):
-            assert reserved == sum(
-                quantity
-                for (_, product_id), (quantity, state, _) in stored.items()
-                if product_id == pk and state == OPEN
-            )
+            assert sum(order.lines.values()) == sum(order.parts.values())
+        assert {
+            key: (quantity, state, booked_at if state == OPEN else None)
+            for key, (quantity, state, booked_at) in stored.items()
+        } == expected
 
 
-def _run(*, seed: int | None, examples: int) -> None:
-    """Run the machine: a fixed seed's examples, or fresh random ones (seed None)."""
+def _run(
+    machine: type[RuleBasedStateMachine] | None = None,
+    *,
+    seed: int | None,
+    examples: int,
+    steps: int = STEPS,
+) -> None:
+    """Run the machine (this one by default): a fixed seed's examples, or fresh random ones
+    (seed None)."""
     state_machine_test = get_state_machine_test(
-        ReservationMachine,
+        machine or ReservationMachine,
         settings=settings(
             max_examples=examples,
-            stateful_step_count=STEPS,
+            stateful_step_count=steps,
             deadline=None,
             database=None,
             derandomize=False,

@@ -14,6 +14,7 @@ from catalog.models import Product
 from stock.models import Reservation, StockLevel, StockMovement
 from stock.services import warehouse_save
 from tests.factories import ProductFactory, set_level
+from tests.partner_api.sync_helpers import item, post_sync, put_item
 from tests.shop.helpers import (
     STOCK_QUERY,
     ack_url,
@@ -373,6 +374,39 @@ class TestAcknowledgementAndCancellation:
         assert levels(product) == {"EAST": (0, 0), "WEST": (2, 2), "MAIN": (0, 0)}
         assert figures(product) == (2, 2, 0)
         assert reserved_movements(product)[-1] == ("EAST", 3, 0, Reason.CONSUMPTION)
+
+    @pytest.mark.parametrize("single", [False, True], ids=["batch", "single item"])
+    def test_a_sync_consumes_only_the_parts_pinned_to_the_levels_it_applies(
+        self, shop_client, api_client, east, west, single
+    ):
+        product = stocked((east, 3), (west, 2))
+        order_id = placed(shop_client, line(product, 5))["order_id"]
+        booked = timezone.now() - timedelta(minutes=10)
+        ack = api_client.post(
+            ack_url(order_id),
+            {"partner_reference": "FA-1", "stock_booked_at": booked.isoformat()},
+            format="json",
+        )
+        assert ack.status_code == 200
+
+        # Figures that count the order, for WEST (and the default warehouse, which gave none).
+        context = {"source_type": "customer_sale", "posted_at": booked.isoformat()}
+        west_item = item(product.stock_code, ean=product.ean, shop_quantity=0, warehouse="WEST")
+        if single:
+            response = put_item(api_client, {**west_item, "sync_context": context})
+        else:
+            main_item = item(product.stock_code, ean=product.ean, shop_quantity=0)
+            response = post_sync(
+                api_client, {"products": [west_item, main_item], "sync_context": context}
+            )
+
+        assert response.status_code == 200, response.json()
+        parts = dict(
+            Reservation.objects.filter(order_id=order_id).values_list("warehouse__code", "state")
+        )
+        assert parts == {"EAST": "open", "WEST": "consumed"}
+        assert levels(product) == {"EAST": (3, 3), "WEST": (0, 0), "MAIN": (0, 0)}
+        assert figures(product) == (3, 3, 0)
 
     @pytest.mark.parametrize("by", ["shop", "partner"])
     def test_a_cancellation_releases_every_part(self, shop_client, api_client, east, west, by):
