@@ -77,7 +77,9 @@ def database_figures() -> list[tuple[str, str, float | LabelledValues]]:
     reserved_units = LabelledValues(
         "warehouse", {code: units for code, (units, _) in by_warehouse.items()}
     )
-    oldest_reservation = min((oldest for _, oldest in by_warehouse.values()), default=None)
+    oldest_reservation = min(
+        (oldest for _, oldest in by_warehouse.values() if oldest is not None), default=None
+    )
     return [
         (
             "last_accepted_sync_timestamp_seconds",
@@ -99,7 +101,7 @@ def database_figures() -> list[tuple[str, str, float | LabelledValues]]:
         (
             "reservations_open",
             "Units held by open reservations of shop orders, by the warehouse they are pinned "
-            "to (a warehouse without any has no sample).",
+            "to (0 for a warehouse without any).",
             reserved_units,
         ),
         (

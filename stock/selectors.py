@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Min, Sum
+from django.db.models import Min, OuterRef, Subquery, Sum
 
 from catalog.keys import ProductsByKey
 from catalog.models import PendingProduct, Product, effective_safety_buffer, salable
-from stock.models import Reservation, taking_order
+from stock.models import Reservation, Warehouse, taking_order
 
 _PRODUCT_COLUMNS = (
     "pk",
@@ -116,14 +116,17 @@ def reservations_open_summary() -> tuple[int, datetime | None]:
     return units, min((oldest for _, oldest in by_warehouse), default=None)
 
 
-def reservations_open_by_warehouse() -> dict[str, tuple[int, datetime]]:
-    """For each warehouse that open reservations are pinned to, by its code: the units they
-    hold there, and when the oldest of them was made. One query."""
-    rows = (
-        Reservation.objects.filter(state=Reservation.State.OPEN)
+def reservations_open_by_warehouse() -> dict[str, tuple[int, datetime | None]]:
+    """For each warehouse, by its code: the units open reservations hold there, and when the
+    oldest of them was made (0 and None where none is open). One query: the open reservations
+    (few) summed per warehouse (fewer)."""
+    open_here = (
+        Reservation.objects.filter(warehouse=OuterRef("pk"), state=Reservation.State.OPEN)
         .order_by()
-        .values("warehouse__code")
-        .annotate(units=Sum("quantity"), oldest=Min("created_at"))
-        .values_list("warehouse__code", "units", "oldest")
+        .values("warehouse")
     )
-    return {code: (units, oldest) for code, units, oldest in rows}
+    rows = Warehouse.objects.annotate(
+        units=Subquery(open_here.annotate(units=Sum("quantity")).values("units")),
+        oldest=Subquery(open_here.annotate(oldest=Min("created_at")).values("oldest")),
+    ).values_list("code", "units", "oldest")
+    return {code: (units or 0, oldest) for code, units, oldest in rows}

@@ -618,6 +618,8 @@ def reservations_allocate(lines: Sequence[tuple[int, int]]) -> list[Part]:
     warehouse that holds a level of the product, or the default one: held, as before
     warehouses, rather than lost."""
     product_ids = sorted({product_id for product_id, _ in lines})
+    if not product_ids:
+        return []
     q = connection.ops.quote_name
     # Written out: a placement is on the shop's hot path, and the ORM would cost more than the
     # index lookup itself.
@@ -642,7 +644,7 @@ def reservations_allocate(lines: Sequence[tuple[int, int]]) -> list[Part]:
         taken = dict(units_taken(quantity, list(held.items())))
         left = quantity - sum(taken.values())
         if left > 0:
-            rest = next(iter(held), None) or default_warehouse_id()
+            rest = next(iter(held)) if held else default_warehouse_id()
             taken[rest] = taken.get(rest, 0) + left
         for warehouse_id, units in taken.items():
             if warehouse_id in held:

@@ -142,9 +142,19 @@ class ShopBench:
         item = full_item(index, quantity)
         self.expect(self.partner, "PUT", ITEM, json.dumps(item).encode(), 200)
 
-    def place(self, product_indexes: list[int], *, status: int = 201, quantity: int = 1) -> None:
+    def place(
+        self, product_indexes: list[int], *, status: int = 201, quantity: int = 1, parts: int = 0
+    ) -> None:
+        """Place an order; with `parts`, each line must have been taken from that many
+        warehouses."""
         body = order_body(f"BENCH-{next(self.numbers):08d}", product_indexes, quantity)
-        self.expect(self.shop, "POST", ORDERS, body, status)
+        got, _, payload = self.shop.request("POST", ORDERS, body)
+        if got != status:
+            raise SystemExit(f"POST {ORDERS}: {got} {payload[:400]!r}")
+        if parts and any(
+            len(item["allocations"]) != parts for item in json.loads(payload)["items"]
+        ):
+            raise SystemExit(f"a line not split over {parts} warehouses: {payload[:600]!r}")
 
     def query(self, keys: bytes) -> None:
         got, _, payload = self.shop.request("POST", STOCK_QUERY, keys)
@@ -170,7 +180,7 @@ class ShopBench:
             "sync": lambda i: self.single_sync(i % quarter, PLENTY + i),
             "place": lambda i: self.place([quarter + (3 * i + k) % quarter for k in range(3)]),
             "place_split": lambda i: self.place(
-                [split_index(sizes, 3 * (i + 10) + k) for k in range(3)], quantity=3
+                [split_index(sizes, 3 * (i + 10) + k) for k in range(3)], quantity=3, parts=3
             ),
             "query": lambda i: self.query(keys),
         }

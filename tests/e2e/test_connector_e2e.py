@@ -26,14 +26,16 @@ def service(tmp_path_factory):
 
 
 def seed_products(live, *, prefix: str, count: int) -> None:
-    """Products <prefix>-00000 … with quantity 0, created through the ORM in one bulk insert."""
+    """Products <prefix>-00000 … with quantity 0, created through the ORM in one bulk insert,
+    each with its level in the default warehouse (as every product the service makes has)."""
     live.django(
         "from decimal import Decimal\n"
         "from catalog.models import Product\n"
-        "Product.objects.bulk_create(["
+        "from tests.factories import levels_like_products\n"
+        "levels_like_products(Product.objects.bulk_create(["
         f"Product(stock_code='{prefix}-%05d' % i, ean='', status='active', shop_quantity=0,"
         " catalog_price=Decimal('100'), eshop_price=Decimal('90'))"
-        f" for i in range({count})], batch_size=2000)\n"
+        f" for i in range({count})], batch_size=2000))\n"
     )
 
 
@@ -278,9 +280,9 @@ def test_a_dry_run_push_changes_nothing_and_prints_its_changes(service, tmp_path
 
     assert done.returncode == 1, done.stdout + done.stderr  # partial: the unknown key
     assert "Document PR-E2E-DRY (receipt, 4 rows, 1 chunk): partial (dry run" in done.stdout
-    assert "chunk\tindex\tstock_code\tean\tfield\told\tnew" in done.stdout
-    assert "1\t0\tDR-00000\t\tshop_quantity\t0\t4" in done.stdout
-    assert "1\t2\tDR-00002\t\tseason\tnull\twinter" in done.stdout
+    assert "chunk\tindex\tstock_code\tean\twarehouse\tfield\told\tnew" in done.stdout
+    assert "1\t0\tDR-00000\t\tMAIN\tshop_quantity\t0\t4" in done.stdout
+    assert "1\t2\tDR-00002\t\tMAIN\tseason\tnull\twinter" in done.stdout
     stored = json.loads(status_file.read_text())
     assert stored["dry_run"] is True
     assert [
@@ -290,7 +292,7 @@ def test_a_dry_run_push_changes_nothing_and_prints_its_changes(service, tmp_path
         (2, "season", None, "winter"),
     ]
     assert stored["chunks"][0]["unknown_keys"] == [
-        {"index": 3, "stock_code": "DR-GHOST", "ean": "", "reason": "unknown"}
+        {"index": 3, "stock_code": "DR-GHOST", "ean": "", "warehouse": "MAIN", "reason": "unknown"}
     ]
     # Nothing changed: products, history, pending keys, idempotency records.
     assert (

@@ -41,8 +41,10 @@ def test_every_family_and_label_is_there_at_zero_from_the_start():
     for status in ("shipped", "delivered", "cancelled"):
         for by in ("shop", "partner"):
             assert (STATUS_CHANGES, (("by", by), ("status", status))) in samples
-    # Gauges read from an empty database: no warehouse holds open reservations.
-    assert [key for key in samples if key[0] == OPEN_UNITS] == []
+    # Gauges read from an empty database: the default warehouse holds no open reservation.
+    assert [(key, sample) for key, sample in samples.items() if key[0] == OPEN_UNITS] == [
+        ((OPEN_UNITS, (("warehouse", "MAIN"),)), 0)
+    ]
     assert (OLDEST, ()) in samples
     assert value(samples, OLDEST) == 0
 
@@ -130,7 +132,7 @@ def test_the_gauges_read_the_open_reservations_from_the_database(shop_client, ap
     assert Reservation.objects.get(order_id=c["order_id"]).state == Reservation.State.OPEN
 
 
-def test_the_open_units_gauge_has_one_sample_per_warehouse_holding_open_reservations(
+def test_the_open_units_gauge_has_one_sample_per_warehouse(
     shop_client,
 ):
     branch, _ = warehouse_save("BRNO", priority=10)
@@ -146,5 +148,6 @@ def test_the_open_units_gauge_has_one_sample_per_warehouse_holding_open_reservat
 
     assert {key: sample for key, sample in samples.items() if key[0] == OPEN_UNITS} == {
         (OPEN_UNITS, (("warehouse", "BRNO"),)): 3,
+        (OPEN_UNITS, (("warehouse", "DROP"),)): 0,
         (OPEN_UNITS, (("warehouse", "MAIN"),)): 3,
     }

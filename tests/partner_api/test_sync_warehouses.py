@@ -453,3 +453,14 @@ def test_a_batch_of_one_thousand_products_in_three_warehouses(api_client, branch
     again = ok(post_sync(api_client, batch(*items, posted_at=T1, request_id="SPREAD-1")))
     assert again == body
     assert StockMovement.objects.count() == moved
+
+
+def test_an_over_long_code_is_the_usual_length_error(api_client, tyre):
+    response = post_sync(api_client, batch(item("T", ean="E", warehouse="W" * 129)))
+    assert response.status_code == 400
+    assert [(e["loc"], e["type"]) for e in response.json()["detail"]] == [
+        (["body", "products", 0, "warehouse"], "string_too_long")
+    ]
+    short_enough = post_sync(api_client, batch(item("T", ean="E", warehouse="W" * 128)))
+    assert short_enough.status_code == 400
+    assert short_enough.json()["detail"][0]["type"] == "unknown_warehouse"
