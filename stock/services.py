@@ -728,16 +728,16 @@ def reservations_release(
     *, order_id: int, cause: str, now: datetime, source: Source | None = None
 ) -> int:
     """Give the order's open reservations back to sale; returns the units released."""
-    open_rows = list(
-        Reservation.objects.filter(order_id=order_id, state=State.OPEN).values_list(
-            "pk", "product_id", "warehouse_id", "quantity"
-        )
-    )
-    if not open_rows:
+    still_open = Reservation.objects.filter(order_id=order_id, state=State.OPEN)
+    product_ids = sorted(set(still_open.values_list("product_id", flat=True)))
+    if not product_ids:
         return 0
-    product_ids = sorted({product_id for _, product_id, _, _ in open_rows})
     # The products first, in id order, as every other writer of `reserved` takes them.
     list(Product.objects.select_for_update().filter(pk__in=product_ids).order_by("pk").values("pk"))
+    # Read again under the locks: a sync that held one of them may have consumed some since.
+    open_rows = list(still_open.values_list("pk", "product_id", "warehouse_id", "quantity"))
+    if not open_rows:
+        return 0
     Reservation.objects.filter(pk__in=[row[0] for row in open_rows], state=State.OPEN).update(
         state=State.RELEASED, changed_at=now, cause=cause
     )

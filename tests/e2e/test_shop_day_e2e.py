@@ -1,16 +1,31 @@
-"""A day in the shop, on gunicorn and PostgreSQL, through the reference connector.
+"""A day in the shop, on gunicorn and PostgreSQL, through the reference connector, with stock
+in a central store and two branches (one with a lead time).
 
-Four storefront clients (threads, shop key) place 300 orders on 40 products. The partner
-system (played by this test: its stock levels, what it booked, what it said became of each
-order) pulls the orders with the connector, books them, acknowledges them with the moment from
+Four storefront clients (threads, shop key) place 300 orders on 40 products and cancel a few of
+them at once. Each line's units are taken from the warehouses by priority (the central store,
+then the near branch, then the far one) and split across them where none holds the whole
+line; three products are scarce in every warehouse, so lines split and some placements are
+short. The partner system (played by this test: its levels per warehouse, what it booked
+where, what it said became of each order) pulls the orders with the connector, books each part
+of a line in the warehouse its allocation names, acknowledges the orders with the moment from
 which its figures count them (stock_booked_at), reports shipped, delivered and cancelled, and
-pushes stock documents of absolute levels that subtract what it booked; some chunks are sent
-twice and two documents arrive in the wrong order. Everything goes through a proxy that loses
-about 5 % of the answers after the service has given them.
+pushes stock documents of absolute levels, per warehouse (`push --warehouse`) or with every
+warehouse's rows in one document. Once it posts its documents before it acknowledges (the
+acknowledgement then consumes the reservations at once); some chunks are sent twice and two
+documents arrive in the wrong order. Everything goes through a proxy that loses about 5 % of
+the answers after the service has given them.
 
-At the end every order is in the state the partner system last reported, none is lost or
-doubled, and for every product the shop can sell exactly the partner's final level, minus the
+At the end every order is in the state the partner system last reported (or the shop's
+cancellation), none is lost or doubled, every level holds the partner system's final figure,
+and per warehouse the units placed there (the allocations) are the units consumed, released
+and still reserved, as the partner system's bookings and the cancellations say; the reserved
+units are the levels' own, the levels are the opening stock plus receipts less what was
+consumed for orders that stand, and the shop can sell exactly the final levels, minus the
 orders the partner system has not booked yet, minus the safety buffer.
+
+Run it as CI does, on a PostgreSQL server (it makes and drops its own database there):
+`DATABASE_URL=postgres://postgres@127.0.0.1:5432/test pytest tests/e2e/test_shop_day_e2e.py -s`
+(`-s` shows the day's figures).
 """
 
 from __future__ import annotations
@@ -18,6 +33,7 @@ from __future__ import annotations
 import csv
 import http.client
 import json
+import math
 import os
 import random
 import threading
@@ -41,11 +57,24 @@ CLIENTS = 4
 ROUNDS = 3
 ORDERS_PER_ROUND = 100  # 300 in all, 25 per client and round
 LOSS_RATE = 0.05
-CHUNK_SIZE = 15  # 40 rows: 3 chunks
-CANCEL_RATE = 0.08
+CHUNK_SIZE = 15
+CANCEL_RATE = 0.08  # by the partner system, of the orders it booked in a round
+SHOP_CANCEL_RATE = 0.05  # by the storefront, at once (before the partner system pulls)
 DELIVER_RATE = 0.5
 BUFFERED = {f"DAY-{i:03d}": 3 for i in range(0, PRODUCTS, 5)}  # every 5th product keeps 3 back
 SEED = 20260131
+# (code, priority, lead time in days): units are taken from the central store first.
+WAREHOUSES = (("CENTRAL", 10, 0), ("BRANCH-N", 20, 0), ("BRANCH-S", 30, 2))
+CODES = tuple(code for code, _, _ in WAREHOUSES)
+SCARCE = {f"DAY-{i:03d}" for i in range(PRODUCTS - 3, PRODUCTS)}  # 2 units in each warehouse
+
+
+def opening_level(index: int, warehouse: str) -> int:
+    if f"DAY-{index:03d}" in SCARCE:
+        return 2
+    return {"CENTRAL": 8 + index % 6, "BRANCH-N": 5 + index % 4, "BRANCH-S": 12 + index % 9}[
+        warehouse
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +84,16 @@ def service(tmp_path_factory):
         live.shop_key = (
             live.manage("create_api_key", "storefront", "--scope", "shop").strip().splitlines()[-1]
         )
+        for code, priority, lead_time in WAREHOUSES:
+            created = live.manage(
+                "create_warehouse",
+                code,
+                "--priority",
+                str(priority),
+                "--lead-time-days",
+                str(lead_time),
+            )
+            assert created.strip() == f"{code} created", created
         live.django(
             "from decimal import Decimal\n"
             "from catalog.models import Product\n"
@@ -73,15 +112,22 @@ def service(tmp_path_factory):
 
 @dataclass
 class PartnerSystem:
-    """What the partner system knows: its stock, what it booked, what it reported."""
+    """What the partner system knows: its stock per warehouse, what it booked where, what it
+    reported."""
 
     live: object
     proxy_url: str
     workdir: object
     rng: random.Random
-    level: dict[str, int] = field(default_factory=dict)
-    # order_id -> [(stock_code, quantity)] of the orders it booked (acknowledged).
-    booked: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+    # (stock_code, warehouse) -> units.
+    level: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (stock_code, warehouse) -> what came in beside the orders (receipts).
+    received: Counter = field(default_factory=Counter)
+    # order_id -> [(stock_code, warehouse, quantity)] of the orders it booked (acknowledged).
+    booked: dict[int, list[tuple[str, str, int]]] = field(default_factory=dict)
+    # order_id -> whether the level of each part already held a later document when the
+    # order was acknowledged (booked before the documents were posted).
+    counted_at_acknowledgement: dict[int, bool] = field(default_factory=dict)
     # order_id -> the status it last reported.
     reported: dict[int, str] = field(default_factory=dict)
     documents: int = 0
@@ -111,9 +157,9 @@ class PartnerSystem:
             writer.writerows(rows)
         return str(path)
 
-    def pull_and_book(self) -> list[int]:
-        """Pull the waiting orders, book them, acknowledge them from when its figures count
-        them; the ids booked now."""
+    def pull_and_book(self) -> tuple[list[int], str]:
+        """Pull the waiting orders and book each part of each line in the warehouse its
+        allocation names; the ids booked now, and from when its figures count them."""
         inbox = self.workdir / "inbox"
         self.connector("orders", "pull", "--out", str(inbox))
         new = []
@@ -121,28 +167,41 @@ class PartnerSystem:
             record = json.loads(path.read_text(encoding="utf-8"))
             if record["order_id"] in self.booked:
                 continue
-            lines = [(item["stock_code"], item["quantity"]) for item in record["items"]]
-            self.booked[record["order_id"]] = lines
-            for code, quantity in lines:
-                self.level[code] -= quantity
+            parts = [
+                (item["stock_code"], part["warehouse"], part["quantity"])
+                for item in record["items"]
+                for part in item["allocations"]
+            ]
+            assert all(quantity >= 1 for _, _, quantity in parts), record
+            for item in record["items"]:
+                assert sum(p["quantity"] for p in item["allocations"]) == item["quantity"], record
+            self.booked[record["order_id"]] = parts
+            for code, warehouse, quantity in parts:
+                self.level[code, warehouse] -= quantity
             new.append(record["order_id"])
-        booked_at = self.tick()
+        return new, self.tick()
+
+    def acknowledge(self, order_ids: list[int], booked_at: str, *, counted: bool) -> None:
+        """Acknowledge the orders it booked at `booked_at`; `counted`: the documents it posted
+        since already count them."""
         ack = self.write_csv(
             f"ack-{booked_at[:19].replace(':', '')}.csv",
             ["order_id", "partner_reference", "stock_booked_at"],
-            [[order_id, f"FA-{order_id}", booked_at] for order_id in new],
+            [[order_id, f"FA-{order_id}", booked_at] for order_id in order_ids],
         )
-        if new:
+        for order_id in order_ids:
+            self.counted_at_acknowledgement[order_id] = counted
+        if order_ids:
             self.connector("orders", "ack", ack)
-        return new
 
     def report(self, changes: list[tuple[int, str]]) -> None:
-        """Report what became of orders; a cancellation puts its booked stock back."""
+        """Report what became of orders; a cancellation puts its booked stock back where it
+        was booked."""
         rows = []
         for order_id, status in changes:
             if status == "cancelled":
-                for code, quantity in self.booked[order_id]:
-                    self.level[code] += quantity
+                for code, warehouse, quantity in self.booked[order_id]:
+                    self.level[code, warehouse] += quantity
             self.reported[order_id] = status
             tracking = (
                 ["PPL", f"PPL-{order_id}", f"https://tracking.example.com/PPL-{order_id}"]
@@ -158,20 +217,29 @@ class PartnerSystem:
         if rows:
             self.connector("orders", "status", path)
 
-    def document(self, levels: dict[str, int]) -> tuple[str, str]:
-        """A posted stock-taking document of absolute levels, as of now on its clock."""
+    def receive(self, warehouse: str, codes: list[str], units: int) -> None:
+        for code in codes:
+            self.level[code, warehouse] += units
+            self.received[code, warehouse] += units
+
+    def document(self, warehouse: str | None = None) -> str:
+        """A posted stock-taking document of absolute levels, as of now on its clock: one
+        warehouse's (its rows name none; pushed with --warehouse) or every warehouse's (each
+        row names its own)."""
         self.documents += 1
         number = f"ST-{self.documents:03d}"
         path = self.workdir / f"{number}.json"
         rows = [
             {
                 "stock_code": code,
+                **({} if warehouse else {"warehouse": where}),
                 "status": "active",
                 "shop_quantity": quantity,
                 "catalog_price": 100,
                 "eshop_price": 90,
             }
-            for code, quantity in sorted(levels.items())
+            for (code, where), quantity in sorted(self.level.items())
+            if warehouse in (None, where)
         ]
         path.write_text(
             json.dumps(
@@ -185,26 +253,72 @@ class PartnerSystem:
             ),
             encoding="utf-8",
         )
-        return number, str(path)
+        return str(path)
 
-    def push(self, path: str) -> str:
-        return self.connector("push", path, "--chunk-size", str(CHUNK_SIZE))
+    def push(self, path: str, warehouse: str | None = None) -> str:
+        where = ["--warehouse", warehouse] if warehouse else []
+        return self.connector("push", path, "--chunk-size", str(CHUNK_SIZE), *where)
+
+    def push_each_warehouse(self, *, twice: bool = False) -> None:
+        """One document per warehouse; `twice`: each sent again, every chunk replayed."""
+        for warehouse in CODES:
+            document = self.document(warehouse)
+            self.push(document, warehouse)
+            if twice:
+                pushed = self.push(document, warehouse)
+                assert pushed.count(", replayed") == math.ceil(PRODUCTS / CHUNK_SIZE), pushed
 
 
 # --- the storefront ---------------------------------------------------------------------------
 
 
 @dataclass
+class Placed:
+    order_id: int
+    lines: list[tuple[str, int]]
+    # Per line, [(warehouse, units)] as the answer said.
+    allocations: list[list[tuple[str, int]]]
+
+
+@dataclass
 class Storefront:
     base_url: str
     key: str
-    placed: dict[str, tuple[int, list[tuple[str, int]]]] = field(default_factory=dict)
+    placed: dict[str, Placed] = field(default_factory=dict)
+    short: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    cancelled: set[int] = field(default_factory=set)
     replays: int = 0
     retries: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     count: int = 0
 
-    def place(self, number: str, lines: list[tuple[str, int]]) -> None:
+    def _call(self, path: str, body: dict, what: str) -> tuple[int, dict, bool]:
+        """POST through the proxy; an answer lost on the way back is asked for again with the
+        same body (a placement is then replayed, a cancellation repeated)."""
+        data = json.dumps(body).encode()
+        for attempt in range(20):
+            request = urllib.request.Request(
+                f"{self.base_url}{path}",
+                data=data,
+                method="POST",
+                headers={"X-API-Key": self.key, "Content-Type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    replayed = response.headers.get("Idempotent-Replayed") == "true"
+                    return response.status, json.loads(response.read()), replayed
+            except urllib.error.HTTPError as exc:
+                answer = exc.read()
+                if exc.code == 409 and b'"short"' in answer:
+                    return exc.code, json.loads(answer), False
+                raise AssertionError(f"{what}: HTTP {exc.code} {answer[:500]!r}") from exc
+            except (urllib.error.URLError, OSError, http.client.HTTPException):
+                with self.lock:
+                    self.retries += 1
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError(f"{what}: no answer after 20 attempts")
+
+    def place(self, number: str, lines: list[tuple[str, int]], *, cancel: bool) -> None:
         items = [
             {
                 "stock_code": code,
@@ -217,62 +331,60 @@ class Storefront:
         ]
         subtotal = Decimal(sum(10 * quantity for _, quantity in lines))
         vat = (subtotal * Decimal("0.21")).quantize(Decimal("0.01"))
-        body = json.dumps(
-            {
-                "order_number": number,
-                "customer": {"name": f"Customer {number}", "email": "c@example.com"},
-                "items": items,
-                "subtotal": float(subtotal),
-                "vat_total": float(vat),
-                "total": float(subtotal + vat),
-            }
-        ).encode()
-        for attempt in range(20):
-            request = urllib.request.Request(
-                f"{self.base_url}/api/v1/shop/orders",
-                data=body,
-                method="POST",
-                headers={"X-API-Key": self.key, "Content-Type": "application/json"},
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    answer = json.loads(response.read())
-                    replayed = response.headers.get("Idempotent-Replayed") == "true"
-                    status = response.status
-            except urllib.error.HTTPError as exc:
-                raise AssertionError(f"{number}: HTTP {exc.code} {exc.read()[:500]!r}") from exc
-            except (urllib.error.URLError, OSError, http.client.HTTPException):
-                # The answer was lost on the way back: the same body again is a replay.
-                with self.lock:
-                    self.retries += 1
-                time.sleep(0.05 * (attempt + 1))
-                continue
+        body = {
+            "order_number": number,
+            "customer": {"name": f"Customer {number}", "email": "c@example.com"},
+            "items": items,
+            "subtotal": float(subtotal),
+            "vat_total": float(vat),
+            "total": float(subtotal + vat),
+        }
+        status, answer, replayed = self._call("/api/v1/shop/orders", body, number)
+        with self.lock:
+            self.count += 1
+            if status == 409:
+                self.short[number] = lines
+                return
             assert status in (200, 201), (number, status)
+            self.replays += replayed
+            self.placed[number] = Placed(
+                answer["order_id"],
+                lines,
+                [
+                    [(p["warehouse"], p["quantity"]) for p in i["allocations"]]
+                    for i in answer["items"]
+                ],
+            )
+        if cancel:
+            order_id = answer["order_id"]
+            status, answer, _ = self._call(
+                f"/api/v1/shop/orders/{order_id}/cancel", {"reason": "changed my mind"}, number
+            )
+            assert (status, answer["status"]) == (200, "cancelled"), (number, answer)
             with self.lock:
-                self.replays += replayed
-                self.placed[number] = (answer["order_id"], lines)
-                self.count += 1
-            return
-        raise AssertionError(f"{number}: no answer after 20 attempts")
+                self.cancelled.add(order_id)
 
-    def run_round(self, round_number: int, rng: random.Random, *, halfway=None) -> None:
+    def run_round(
+        self, round_number: int, rng: random.Random, *, cancels: bool, halfway=None
+    ) -> None:
         codes = [f"DAY-{i:03d}" for i in range(PRODUCTS)]
         orders = [
             (
                 f"DAY{round_number}-{client}-{n:02d}",
                 [(code, rng.randint(1, 3)) for code in rng.sample(codes, rng.randint(1, 3))],
+                cancels and rng.random() < SHOP_CANCEL_RATE,
             )
             for client in range(CLIENTS)
             for n in range(ORDERS_PER_ROUND // CLIENTS)
         ]
         by_client = defaultdict(list)
-        for number, lines in orders:
-            by_client[number.split("-")[1]].append((number, lines))
+        for order in orders:
+            by_client[order[0].split("-")[1]].append(order)
         start = self.count
 
         def client(batch):
-            for number, lines in batch:
-                self.place(number, lines)
+            for number, lines, cancel in batch:
+                self.place(number, lines, cancel=cancel)
                 if halfway is not None and self.count - start >= ORDERS_PER_ROUND // 2:
                     halfway.set()
 
@@ -288,29 +400,44 @@ def test_a_day_in_the_shop(service, tmp_path):
     rng = random.Random(SEED)
     upstream = int(service.base_url.rsplit(":", 1)[1])
     lost = {n for n in range(1, 50_000) if rng.random() < LOSS_RATE}
+    codes = [f"DAY-{i:03d}" for i in range(PRODUCTS)]
     with LossyProxy(upstream, drop=lost) as proxy:
         erp = PartnerSystem(live=service, proxy_url=proxy.base_url, workdir=tmp_path, rng=rng)
         shop = Storefront(base_url=proxy.base_url, key=service.shop_key)
-        erp.level = {f"DAY-{i:03d}": 80 + i for i in range(PRODUCTS)}
-        _, opening = erp.document(erp.level)
-        erp.push(opening)
+        erp.level = {
+            (code, warehouse): opening_level(i, warehouse)
+            for i, code in enumerate(codes)
+            for warehouse in CODES
+        }
+        opening = dict(erp.level)
+        erp.push(erp.document())
 
         for round_number in range(1, ROUNDS + 1):
             if round_number < ROUNDS:
                 began = time.monotonic()
-                shop.run_round(round_number, rng)
+                shop.run_round(round_number, rng, cancels=True)
                 erp.timings["storefront"] += time.monotonic() - began
-                new = erp.pull_and_book()
+                new, booked_at = erp.pull_and_book()
             else:
                 # The last round: the partner pulls while the storefront is still selling, so
                 # the orders placed after the pull stay unbooked at the end of the day.
                 halfway = threading.Event()
                 selling = threading.Thread(
-                    target=shop.run_round, args=(round_number, rng), kwargs={"halfway": halfway}
+                    target=shop.run_round,
+                    args=(round_number, rng),
+                    kwargs={"cancels": False, "halfway": halfway},
                 )
                 selling.start()
                 assert halfway.wait(120)
-                new = erp.pull_and_book()
+                new, booked_at = erp.pull_and_book()
+            if round_number == 2:
+                # Its documents are posted before the connector acknowledges: the
+                # acknowledgement finds every level already counting the orders.
+                erp.push_each_warehouse()
+                erp.acknowledge(new, booked_at, counted=True)
+            else:
+                erp.acknowledge(new, booked_at, counted=False)
+            if round_number == ROUNDS:
                 selling.join(180)
                 assert not selling.is_alive()
             # Earlier orders: half of the shipped ones are delivered now.
@@ -327,28 +454,35 @@ def test_a_day_in_the_shop(service, tmp_path):
             erp.report(delivered + fresh)
 
             if round_number == 1:
-                # Two documents in the wrong order: the later one (a receipt on top) arrives
-                # first; the earlier one is then stale and changes nothing.
-                _, earlier = erp.document(dict(erp.level))
-                for code in rng.sample(sorted(erp.level), 10):
-                    erp.level[code] += 20
-                _, later = erp.document(dict(erp.level))
+                # Two documents in the wrong order: the later one (a receipt at the far branch
+                # on top) arrives first; the earlier one is then stale and changes nothing.
+                earlier = erp.document()
+                erp.receive("BRANCH-S", rng.sample(codes, 10), 20)
+                later = erp.document()
                 erp.push(later)
                 pushed = erp.push(earlier)
-                assert f"stale products {PRODUCTS}," in pushed, pushed
+                assert f"stale products {PRODUCTS * len(CODES)}," in pushed, pushed
             else:
-                _, document = erp.document(dict(erp.level))
-                erp.push(document)
-                # The same document again: every chunk is replayed, nothing applied twice.
-                pushed = erp.push(document)
-                assert pushed.count(", replayed") == 3, pushed
+                erp.receive("CENTRAL", rng.sample(codes, 8), 6)
+                # The same documents again: every chunk is replayed, nothing applied twice.
+                erp.push_each_warehouse(twice=True)
 
-        # The end of the day: the partner system's last figures.
-        _, closing = erp.document(dict(erp.level))
-        erp.push(closing)
+        # The end of the day: the partner system's last figures, every warehouse in one.
+        erp.push(erp.document())
         dropped, requests = proxy.dropped, proxy.requests
 
-    # --- what the service holds ---
+    _check_the_day(service, erp, shop, opening)
+    print(
+        f"{time.monotonic() - started:.1f} s "
+        f"({', '.join(f'{name} {seconds:.1f} s' for name, seconds in erp.timings.items())}); "
+        f"proxy: {dropped} of {requests} answers lost; placements replayed after a lost "
+        f"answer: {shop.replays} (retries {shop.retries}); connector runs: {dict(erp.commands)}"
+    )
+    assert dropped > 0, "the proxy lost no answer"
+
+
+def _check_the_day(service, erp: PartnerSystem, shop: Storefront, opening: dict) -> None:
+    # --- the orders ---
     orders = {
         number: (order_id, status, partner_sync_status)
         for order_id, number, status, partner_sync_status in service.query(
@@ -356,65 +490,197 @@ def test_a_day_in_the_shop(service, tmp_path):
             "WHERE order_number LIKE 'DAY%%'"
         )
     }
-    assert len(shop.placed) == ROUNDS * ORDERS_PER_ROUND
-    assert set(orders) == set(shop.placed), "an order was lost or doubled"
-    assert {orders[n][0] for n in orders} == {order_id for order_id, _ in shop.placed.values()}
+    assert len(shop.placed) + len(shop.short) == ROUNDS * ORDERS_PER_ROUND
+    assert set(orders) == set(shop.placed), "an order was lost or doubled, or a short one stored"
+    assert {orders[n][0] for n in orders} == {placed.order_id for placed in shop.placed.values()}
     items = service.query(
         "SELECT o.order_number, count(*) FROM orders_orderitem i JOIN orders_order o "
         "ON o.id = i.order_id WHERE o.order_number LIKE 'DAY%%' GROUP BY o.order_number"
     )
-    assert dict(items) == {number: len(lines) for number, (_, lines) in shop.placed.items()}
+    assert dict(items) == {number: len(placed.lines) for number, placed in shop.placed.items()}
     for number, (order_id, status, partner_sync_status) in orders.items():
+        if order_id in shop.cancelled:
+            assert (status, partner_sync_status) == ("cancelled", None), number
+            continue
         assert status == erp.reported.get(order_id, "new"), number
         expected_sync = "acknowledged" if order_id in erp.booked else "pending_partner"
         assert partner_sync_status == expected_sync, number
+    for placed in shop.placed.values():
+        for (_, quantity), parts in zip(placed.lines, placed.allocations, strict=True):
+            assert sum(units for _, units in parts) == quantity and parts, placed
+        # What the partner system booked is what the answer said was taken where.
+        if placed.order_id in erp.booked:
+            assert erp.booked[placed.order_id] == [
+                (code, warehouse, units)
+                for (code, _), parts in zip(placed.lines, placed.allocations, strict=True)
+                for warehouse, units in parts
+            ]
 
-    unbooked = Counter()
-    for order_id, lines in shop.placed.values():
-        if order_id not in erp.booked:
-            for code, quantity in lines:
-                unbooked[code] += quantity
+    # --- per warehouse: where the units were taken, and what became of them ---
+    # What the storefront's answers and the partner system's bookings say.
+    expected = defaultdict(Counter)
+    for placed in shop.placed.values():
+        booked = placed.order_id in erp.booked
+        cancelled = erp.reported.get(placed.order_id) == "cancelled"
+        for (code, _), parts in zip(placed.lines, placed.allocations, strict=True):
+            for warehouse, units in parts:
+                expected[warehouse]["placed"] += units
+                if placed.order_id in shop.cancelled:
+                    state = "released by the shop"
+                elif not booked:
+                    state = "open"
+                elif cancelled and not erp.counted_at_acknowledgement[placed.order_id]:
+                    # Cancelled before any document after its booking: nothing consumed it.
+                    state = "released by the partner system"
+                else:
+                    state = "consumed"
+                expected[warehouse][state] += units
+                expected[warehouse, code]["open"] += units if state == "open" else 0
+                if state == "consumed" and not cancelled:
+                    expected[warehouse, code]["kept"] += units
+                if state == "consumed" and erp.counted_at_acknowledgement[placed.order_id]:
+                    expected[warehouse]["consumed at acknowledgement"] += units
+    # What the service's reservations say.
+    found = defaultdict(Counter)
+    for warehouse, state, by_shop, consumer, status, units in service.query(
+        "SELECT w.code, r.state, o.partner_sync_status IS NULL, "
+        "CASE WHEN r.sync_audit_id IS NULL THEN 'acknowledgement' ELSE 'push' END, o.status, "
+        "sum(r.quantity) FROM catalog_reservation r JOIN stock_warehouse w ON w.id = "
+        "r.warehouse_id JOIN orders_order o ON o.id = r.order_id WHERE o.order_number LIKE "
+        "'DAY%%' GROUP BY 1, 2, 3, 4, 5"
+    ):
+        found[warehouse]["placed"] += units
+        if state == "released":
+            found[warehouse][f"released by {'the shop' if by_shop else 'the partner system'}"] += (
+                units
+            )
+        else:
+            found[warehouse][state] += units
+        if state == "consumed":
+            found[warehouse][f"consumed at {consumer}"] += units
+            # For orders that stand: a cancelled one's units went back into the level.
+            found[warehouse]["kept"] += units if status != "cancelled" else 0
+    levels = {
+        (code, warehouse): (quantity, reserved)
+        for code, warehouse, quantity, reserved in service.query(
+            "SELECT p.stock_code, w.code, l.quantity, l.reserved FROM stock_stocklevel l "
+            "JOIN catalog_product p ON p.id = l.product_id JOIN stock_warehouse w "
+            "ON w.id = l.warehouse_id WHERE p.stock_code LIKE 'DAY-%%'"
+        )
+    }
+    assert set(levels) == set(erp.level), "a level the partner system never sent, or none"
+
+    # The figures per warehouse, under short headings.
+    columns = {
+        "placed": "placed",
+        "consumed": "consumed",
+        "consumed at push": "by push",
+        "consumed at acknowledgement": "at ack",
+        "released by the shop": "rel shop",
+        "released by the partner system": "rel partner",
+        "open": "open",
+        "kept": "kept",
+    }
+    print(
+        f"\nA day in the shop: {len(shop.placed)} orders placed by {CLIENTS} storefront clients "
+        f"({len(shop.short)} short, {len(shop.cancelled)} cancelled by the shop), "
+        f"{len(erp.booked)} booked by the partner system; reported: "
+        f"{dict(Counter(erp.reported.values()))}"
+    )
+    print(
+        "units per warehouse: placed (allocations) = consumed (by a push or at the "
+        "acknowledgement) + released (by the shop or the partner system) + open; the levels' "
+        "quantity = opening + receipts - kept (consumed for orders that stand); reserved = open"
+    )
+    headings = [*columns.values(), "quantity", "reserved", "opening", "receipts"]
+    print(f"{'warehouse':<9} " + " ".join(f"{heading:>11}" for heading in headings))
+    for warehouse in CODES:
+        figures = [
+            *(found[warehouse][name] for name in columns),
+            sum(q for (_, w), (q, _) in levels.items() if w == warehouse),
+            sum(r for (_, w), (_, r) in levels.items() if w == warehouse),
+            sum(q for (_, w), q in opening.items() if w == warehouse),
+            sum(u for (_, w), u in erp.received.items() if w == warehouse),
+        ]
+        print(f"{warehouse:<9} " + " ".join(f"{figure:>11}" for figure in figures))
+
+    for warehouse in CODES:
+        figures = found[warehouse]
+        # Read from the reservations, the units taken there are those the answers allocated,
+        # and each became what the bookings and cancellations say.
+        for name in (
+            "placed",
+            "consumed",
+            "consumed at acknowledgement",
+            "released by the shop",
+            "released by the partner system",
+            "open",
+        ):
+            assert figures[name] == expected[warehouse][name], (warehouse, name, figures)
+        assert figures["placed"] == (
+            figures["consumed"]
+            + figures["released by the shop"]
+            + figures["released by the partner system"]
+            + figures["open"]
+        ), warehouse
+        assert figures["placed"] > 0, warehouse
+        for code in {code for code, w in levels if w == warehouse}:
+            quantity, reserved = levels[code, warehouse]
+            # The level holds the partner system's final figure: its opening stock and
+            # receipts, less what was consumed for the orders that stand (a cancelled one's
+            # units went back).
+            assert quantity == erp.level[code, warehouse], (code, warehouse)
+            assert quantity == (
+                opening[code, warehouse]
+                + erp.received[code, warehouse]
+                - expected[warehouse, code]["kept"]
+            ), (code, warehouse)
+            # Its reserved units are the open reservations pinned there.
+            assert reserved == expected[warehouse, code]["open"], (code, warehouse)
+        assert sum(r for (_, w), (_, r) in levels.items() if w == warehouse) == figures["open"]
+        assert sum(q for (_, w), (q, _) in levels.items() if w == warehouse) == (
+            sum(q for (_, w), q in opening.items() if w == warehouse)
+            + sum(u for (_, w), u in erp.received.items() if w == warehouse)
+            - figures["kept"]
+        ), warehouse
+    assert sum(found[w]["consumed at acknowledgement"] for w in CODES) > 0
+    assert sum(found[w]["consumed at push"] for w in CODES) > 0
+    assert sum(found[w]["released by the partner system"] for w in CODES) > 0
+    assert sum(found[w]["released by the shop"] for w in CODES) > 0
+    assert any(len(parts) > 1 for p in shop.placed.values() for parts in p.allocations), (
+        "no line was split across warehouses"
+    )
+    assert shop.short, "no placement was short"
+
+    # --- per product: what the shop can sell, and where ---
     rows = service.query(
         "SELECT stock_code, shop_quantity, reserved, safety_buffer FROM catalog_product "
         "WHERE stock_code LIKE 'DAY-%%' ORDER BY stock_code"
     )
-    salable = _stock_query(service, [code for code, *_ in rows])
-    open_reservations = dict(
-        service.query(
-            "SELECT p.stock_code, sum(r.quantity) FROM catalog_reservation r JOIN catalog_product"
-            " p ON p.id = r.product_id WHERE r.state = 'open' GROUP BY p.stock_code"
-        )
-    )
-
-    print(
-        f"\nA day in the shop: {len(orders)} orders by {CLIENTS} storefront clients, "
-        f"{len(erp.booked)} booked by the partner system, "
-        f"{len(orders) - len(erp.booked)} not booked yet; reported: "
-        f"{dict(Counter(erp.reported.values()))}; placements replayed after a lost answer: "
-        f"{shop.replays} (retries {shop.retries}); proxy: {dropped} of {requests} answers lost; "
-        f"connector runs: {dict(erp.commands)}; {time.monotonic() - started:.1f} s "
-        f"({', '.join(f'{name} {seconds:.1f} s' for name, seconds in erp.timings.items())})"
-    )
-    print(
-        f"{'product':<9} {'final level':>11} {'unbooked':>8} {'buffer':>6} {'expected':>8} "
-        f"{'salable':>7} {'reserved':>8}"
-    )
-    for code, _, reserved, buffer in rows:
-        expected = max(0, erp.level[code] - unbooked[code] - (buffer or 0))
-        print(
-            f"{code:<9} {erp.level[code]:>11} {unbooked[code]:>8} {buffer or 0:>6} "
-            f"{expected:>8} {salable[code]:>7} {reserved:>8}"
-        )
+    query = _stock_query(service, [code for code, *_ in rows])
+    lead_times = {code: lead_time for code, _, lead_time in WAREHOUSES}
     for code, shop_quantity, reserved, buffer in rows:
-        assert shop_quantity == erp.level[code], code
-        assert reserved == unbooked[code] == (open_reservations.get(code) or 0), code
-        assert salable[code] == max(0, erp.level[code] - unbooked[code] - (buffer or 0)), code
-    assert dropped > 0, "the proxy lost no answer"
-    assert Counter(erp.reported.values())["cancelled"] > 0
-    assert len(orders) > len(erp.booked) > 0
+        on_hand = sum(erp.level[code, w] for w in CODES)
+        unbooked = sum(expected[w, code]["open"] for w in CODES)
+        answer = query[code]
+        assert (shop_quantity, reserved) == (on_hand, unbooked), code
+        assert answer["salable"] == max(0, on_hand - unbooked - (buffer or 0)), code
+        assert [
+            (w["code"], w["quantity"], w["reserved"], w["salable"], w["lead_time_days"])
+            for w in answer["warehouses"]
+        ] == [
+            (
+                w,
+                levels[code, w][0],
+                levels[code, w][1],
+                max(0, levels[code, w][0] - levels[code, w][1]),
+                lead_times[w],
+            )
+            for w in CODES
+        ], code
 
 
-def _stock_query(service, codes: list[str]) -> dict[str, int]:
+def _stock_query(service, codes: list[str]) -> dict[str, dict]:
     request = urllib.request.Request(
         f"{service.base_url}/api/v1/shop/stock/query",
         data=json.dumps({"keys": [{"stock_code": code} for code in codes]}).encode(),
@@ -423,4 +689,4 @@ def _stock_query(service, codes: list[str]) -> dict[str, int]:
     )
     with urllib.request.urlopen(request, timeout=60) as response:
         items = json.loads(response.read())["items"]
-    return {item["stock_code"]: item["salable"] for item in items}
+    return {item["stock_code"]: item for item in items}

@@ -11,16 +11,14 @@ import random
 import threading
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 import orders.placement
 from catalog.models import Product, SyncAudit
@@ -31,47 +29,17 @@ from stock.services import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place
+from tests.shop.racing import (
+    WAIT,
+    RowLockHolder,
+    at_once,
+    client_with,
+    deadlocks,
+    own_connection,
+    wait_for_lock_waiters,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-WAIT = 60
-
-
-def _deadlocks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
-        return cursor.fetchone()[0]
-
-
-def _client(key: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_X_API_KEY=key)
-    return client
-
-
-def _own_connection(fn):
-    """Run `fn` in the calling thread and close that thread's database connection after."""
-
-    def run():
-        try:
-            return fn()
-        finally:
-            connection.close()
-
-    return run
-
-
-def at_once(calls: list) -> list:
-    """Run the callables at the same moment (a barrier), each in its own thread."""
-    barrier = threading.Barrier(len(calls), timeout=WAIT)
-
-    def run(fn):
-        barrier.wait()
-        return _own_connection(fn)()
-
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        return list(pool.map(run, calls))
 
 
 def _open_units(product_id: int) -> int:
@@ -119,7 +87,7 @@ class TestTheLastUnits:
     def test_twelve_placements_for_five_units_give_five_orders_every_round(
         self, shop_key, stock_checks
     ):
-        deadlocks = _deadlocks()
+        deadlocks_before = deadlocks()
         started = time.monotonic()
         for round_ in range(self.ROUNDS):
             # Five salable either way: on hand 5, or on hand 7 behind a buffer of 2.
@@ -135,7 +103,7 @@ class TestTheLastUnits:
             replies = at_once(
                 [
                     lambda body=body: (lambda r: (r.status_code, r.json()))(
-                        place(_client(shop_key), body)
+                        place(client_with(shop_key), body)
                     )
                     for body in bodies
                 ]
@@ -168,7 +136,7 @@ class TestTheLastUnits:
                 for _, open_units, allowed in stock_checks[order_id]
             )
         elapsed = time.monotonic() - started
-        assert _deadlocks() == deadlocks
+        assert deadlocks() == deadlocks_before
         print(f"{self.ROUNDS} rounds of {self.CLIENTS} placements: {elapsed:.1f} s")
 
 
@@ -183,7 +151,7 @@ class TestTheLastUnitsOfTwoWarehouses:
     def test_twenty_single_units_for_three_in_one_warehouse_and_two_in_another(self, shop_key):
         first, _ = warehouse_save("A", priority=10)
         second, _ = warehouse_save("B", priority=20)
-        deadlocks = _deadlocks()
+        deadlocks_before = deadlocks()
         for round_ in range(self.ROUNDS):
             product = ProductFactory(shop_quantity=0)
             set_level(product, first, 3)
@@ -195,7 +163,7 @@ class TestTheLastUnitsOfTwoWarehouses:
             replies = at_once(
                 [
                     lambda body=body: (lambda r: (r.status_code, r.json()))(
-                        place(_client(shop_key), body)
+                        place(client_with(shop_key), body)
                     )
                     for body in bodies
                 ]
@@ -218,7 +186,7 @@ class TestTheLastUnitsOfTwoWarehouses:
             product.refresh_from_db()
             assert (product.shop_quantity, product.reserved, product.salable) == (5, 5, 0)
             _assert_reserved_is_the_open_reservations([product])
-        assert _deadlocks() == deadlocks
+        assert deadlocks() == deadlocks_before
 
 
 @dataclass
@@ -265,13 +233,13 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
     def test_never_a_deadlock_or_500_and_the_end_is_a_serial_state(
         self, shop_key, api_key, stock_checks
     ):
-        deadlocks = _deadlocks()
+        deadlocks_before = deadlocks()
         started = time.monotonic()
         seen = Counter()
         for round_ in range(self.ROUNDS):
             seen += self._round(round_, shop_key, api_key, stock_checks, random.Random(round_))
         elapsed = time.monotonic() - started
-        assert _deadlocks() == deadlocks
+        assert deadlocks() == deadlocks_before
         # The race did race: every kind of outcome happened.
         for outcome in ("place 201", "place 409", "cancel 200", "ack 200", "consumed", "released"):
             assert seen[outcome] > 0, (outcome, seen)
@@ -287,7 +255,7 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
         placing_done = threading.Event()
 
         def placer(index: int):
-            client = _client(shop_key)
+            client = client_with(shop_key)
             for n in range(self.ORDERS_PER_PLACER):
                 chosen = rnd.sample(products, rnd.randint(1, 3))
                 body = order_body(
@@ -300,7 +268,7 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                         placed_ids.append(call.body["order_id"])
 
         def syncer():
-            client = _client(api_key)
+            client = client_with(api_key)
             for n in range(self.SYNCS):
                 time.sleep(0.02)
                 quantities = [rnd.randint(3, 12) for _ in products]
@@ -342,7 +310,7 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                     journal.record("stale", lambda b=old: post_sync(client, b), body=old)
 
         def acknowledger():
-            client = _client(api_key)
+            client = client_with(api_key)
             done: set[int] = set()
             while True:
                 finished = placing_done.is_set()
@@ -365,7 +333,7 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                 time.sleep(0.01)
 
         def canceller():
-            client = _client(shop_key)
+            client = client_with(shop_key)
             done: set[int] = set()
             while True:
                 finished = placing_done.is_set()
@@ -385,11 +353,11 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                 time.sleep(0.015)
 
         threads = [
-            threading.Thread(target=_own_connection(lambda i=i: placer(i)), daemon=True)
+            threading.Thread(target=own_connection(lambda i=i: placer(i)), daemon=True)
             for i in range(self.PLACERS)
         ]
         others = [
-            threading.Thread(target=_own_connection(fn), daemon=True)
+            threading.Thread(target=own_connection(fn), daemon=True)
             for fn in (syncer, acknowledger, canceller)
         ]
         for thread in threads + others:
@@ -540,50 +508,6 @@ class TestPlacementsRacingSyncsAcknowledgementsAndCancellations:
                 assert order.status == "cancelled"
 
 
-class RowLockHolder(threading.Thread):
-    """Holds a row lock on a product, in its own connection, until released."""
-
-    def __init__(self, product: Product):
-        super().__init__(daemon=True)
-        self.pk = product.pk
-        self.held = threading.Event()
-        self.release = threading.Event()
-
-    def run(self):
-        try:
-            with transaction.atomic():
-                Product.objects.select_for_update().get(pk=self.pk)
-                self.held.set()
-                self.release.wait(WAIT)
-        finally:
-            connection.close()
-
-    def __enter__(self):
-        self.start()
-        assert self.held.wait(WAIT)
-        return self
-
-    def __exit__(self, *exc):
-        self.release.set()
-        self.join(WAIT)
-
-
-def _lock_waiters() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
-
-
-def _wait_for_lock_waiters(count: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while _lock_waiters() < count:
-        assert time.monotonic() < deadline, "the placement never queued behind the lock"
-        time.sleep(0.02)
-
-
 class TestTheSameOrderNumberAtOnce:
     """A storefront that timed out sends its placement again while the first one still waits
     for the product's lock: whichever runs second sees the first one's order, as it would if
@@ -596,13 +520,13 @@ class TestTheSameOrderNumberAtOnce:
             for name, body in (("first", first), ("second", second)):
 
                 def run(body=body, name=name):
-                    response = place(_client(shop_key), body)
+                    response = place(client_with(shop_key), body)
                     results[name] = (response.status_code, response.json(), response)
 
-                thread = threading.Thread(target=_own_connection(run), daemon=True)
+                thread = threading.Thread(target=own_connection(run), daemon=True)
                 thread.start()
                 threads.append(thread)
-                _wait_for_lock_waiters(len(threads))
+                wait_for_lock_waiters(len(threads))
         for thread in threads:
             thread.join(WAIT)
         return sorted(results.values(), key=lambda result: result[0])
@@ -643,10 +567,10 @@ def test_an_acknowledgement_taken_back_while_a_sync_consumes_leaves_the_reservat
     booked, before it marks it consumed: the sync sees the reservation as it is then (no longer
     booked) and leaves it open, as if the staff action had come first."""
     product = ProductFactory(shop_quantity=5)
-    order_id = place(_client(shop_key), order_body(line(product, 2), number="BACK")).json()[
+    order_id = place(client_with(shop_key), order_body(line(product, 2), number="BACK")).json()[
         "order_id"
     ]
-    acknowledged = _client(api_key).post(
+    acknowledged = client_with(api_key).post(
         ack_url(order_id), {"partner_reference": "P-BACK"}, format="json"
     )
     assert acknowledged.status_code == 200
@@ -666,15 +590,15 @@ def test_an_acknowledgement_taken_back_while_a_sync_consumes_leaves_the_reservat
 
     def sync():
         body = {"products": [item(product.stock_code, ean=product.ean, shop_quantity=5)]}
-        response = post_sync(_client(api_key), body)
+        response = post_sync(client_with(api_key), body)
         results["sync"] = (response.status_code, response.json())
 
-    staff_thread = threading.Thread(target=_own_connection(staff), daemon=True)
+    staff_thread = threading.Thread(target=own_connection(staff), daemon=True)
     staff_thread.start()
     assert holding.wait(WAIT)
-    sync_thread = threading.Thread(target=_own_connection(sync), daemon=True)
+    sync_thread = threading.Thread(target=own_connection(sync), daemon=True)
     sync_thread.start()
-    _wait_for_lock_waiters(1)
+    wait_for_lock_waiters(1)
     release.set()
     staff_thread.join(WAIT)
     sync_thread.join(WAIT)
