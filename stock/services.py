@@ -432,18 +432,22 @@ def levels_alone(warehouse_id: int | None = None) -> bool:
     """Whether each product's `shop_quantity` is its level in this warehouse (the default one)
     alone: the warehouse sells and no other warehouse holds a level. Only then may a sync whose
     items all name the warehouse tell an unchanged level by its product's figure; otherwise the
-    figure is a sum, which an item's level may equal while the level itself changes."""
-    warehouses = list(Warehouse.objects.values_list("pk", "code", "sells"))
-    chosen = [
-        (pk, sells)
-        for pk, code, sells in warehouses
-        if pk == warehouse_id or (warehouse_id is None and code == settings.DEFAULT_WAREHOUSE)
-    ]
-    if not chosen or not chosen[0][1]:
-        return False
-    others = [pk for pk, _, _ in warehouses if pk != chosen[0][0]]
-    # Warehouse by warehouse: an index probe each, whatever the number of levels.
-    return not (others and StockLevel.objects.filter(warehouse_id__in=others).exists())
+    figure is a sum, which an item's level may equal while the level itself changes.
+
+    One query: the other warehouses' levels are looked up warehouse by warehouse (an index
+    probe each, whatever the number of levels)."""
+    q = connection.ops.quote_name
+    warehouses = q(Warehouse._meta.db_table)
+    levels = q(StockLevel._meta.db_table)
+    chosen = "w.id = %s" if warehouse_id else "w.code = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT w.sells AND NOT EXISTS (SELECT 1 FROM {warehouses} AS o JOIN {levels} AS l "
+            f"ON l.warehouse_id = o.id WHERE o.id <> w.id) FROM {warehouses} AS w WHERE {chosen}",
+            [warehouse_id or settings.DEFAULT_WAREHOUSE],
+        )
+        found = cursor.fetchone()
+    return bool(found and found[0])
 
 
 def levels_for_sync(
