@@ -113,7 +113,7 @@ def reservations_open_summary() -> tuple[int, datetime | None]:
     """Units held by open reservations, and when the oldest of them was made."""
     by_warehouse = reservations_open_by_warehouse().values()
     units = sum(units for units, _ in by_warehouse)
-    return units, min((oldest for _, oldest in by_warehouse), default=None)
+    return units, min((oldest for _, oldest in by_warehouse if oldest is not None), default=None)
 
 
 def reservations_open_by_warehouse() -> dict[str, tuple[int, datetime | None]]:
