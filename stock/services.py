@@ -314,6 +314,31 @@ def levels_spread(
     return sums
 
 
+def _level_writes(movement_columns: str, constants: Mapping) -> str:
+    """The common tables that write levels from `old` (`product_id`, `warehouse_id`, the new
+    `quantity`, the `level_id`, `before` and `held_at` of the level there, null where there is
+    none): each missing level inserted, each changed one (or one whose document time moves)
+    updated, each change of a quantity recorded as a movement. Parameters: `posted_at`, `now`,
+    `kind` and the movement's constants."""
+    q = connection.ops.quote_name
+    levels = q(StockLevel._meta.db_table)
+    movements = q(StockMovement._meta.db_table)
+    return (
+        f"added AS (INSERT INTO {levels} "
+        "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
+        "SELECT product_id, warehouse_id, quantity, 0, %(posted_at)s, %(now)s FROM old "
+        "WHERE level_id IS NULL), "
+        f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
+        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
+        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
+        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
+        f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
+        "SELECT product_id, warehouse_id, %(kind)s, before, quantity, "
+        + ", ".join(f"%({name})s" for name in constants)
+        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id, warehouse_id)"
+    )
+
+
 def _array_literal(numbers: Iterable[int]) -> str:
     """Integers as PostgreSQL's text of an array (`{1,2,3}`), for a parameter cast to an
     array type in the statement."""
@@ -333,7 +358,6 @@ def _levels_spread_statement(
     q = connection.ops.quote_name
     levels = q(StockLevel._meta.db_table)
     warehouses = q(Warehouse._meta.db_table)
-    movements = q(StockMovement._meta.db_table)
     constants = source.columns(now)
     movement_columns = _movement_columns(constants)
     rows = sorted(entries)
@@ -342,19 +366,7 @@ def _levels_spread_statement(
         "l.quantity AS before, l.posted_at AS held_at FROM unnest(%(products)s::bigint[], "
         "%(warehouses)s::bigint[], %(quantities)s::integer[]) AS v(product_id, warehouse_id, "
         f"quantity) LEFT JOIN {levels} AS l ON l.product_id = v.product_id "
-        "AND l.warehouse_id = v.warehouse_id), "
-        f"added AS (INSERT INTO {levels} "
-        "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
-        "SELECT product_id, warehouse_id, quantity, 0, %(posted_at)s, %(now)s FROM old "
-        "WHERE level_id IS NULL), "
-        f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
-        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
-        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
-        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
-        f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
-        "SELECT product_id, warehouse_id, %(kind)s, before, quantity, "
-        + ", ".join(f"%({name})s" for name in constants)
-        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id, warehouse_id), "
+        "AND l.warehouse_id = v.warehouse_id), " + _level_writes(movement_columns, constants) + ", "
         "named AS (SELECT o.product_id, SUM(o.quantity) FILTER (WHERE w.sells) AS total "
         f"FROM old AS o JOIN {warehouses} AS w ON w.id = o.warehouse_id GROUP BY o.product_id), "
         "others AS (SELECT l.product_id, SUM(l.quantity) AS total "
@@ -516,7 +528,6 @@ def _levels_statement(
     q = connection.ops.quote_name
     levels = q(StockLevel._meta.db_table)
     warehouses = q(Warehouse._meta.db_table)
-    movements = q(StockMovement._meta.db_table)
     constants = source.columns(now)
     movement_columns = _movement_columns(constants)
     chosen = "w.id = %(warehouse)s" if warehouse_id else "w.code = %(warehouse)s"
@@ -528,19 +539,8 @@ def _levels_statement(
         "l.id AS level_id, l.quantity AS before, l.posted_at AS held_at "
         f"FROM {relation} CROSS JOIN w LEFT JOIN {levels} AS l "
         "ON l.product_id = v.id AND l.warehouse_id = w.id), "
-        f"added AS (INSERT INTO {levels} "
-        "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
-        "SELECT product_id, warehouse_id, quantity, 0, %(posted_at)s, %(now)s FROM old "
-        "WHERE level_id IS NULL), "
-        f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
-        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
-        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
-        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
-        f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
-        "SELECT product_id, warehouse_id, %(kind)s, before, quantity, "
-        + ", ".join(f"%({name})s" for name in constants)
-        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id) "
-        "SELECT id, sells, others FROM w"
+        + _level_writes(movement_columns, constants)
+        + " SELECT id, sells, others FROM w"
     )
     cursor.execute(
         sql,
