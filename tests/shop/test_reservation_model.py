@@ -103,7 +103,7 @@ SHRINK_SECONDS = float(os.environ.get("MODEL_TEST_SHRINK_SECONDS", 20))
 THRESHOLD = stock.services._PRODUCTS_ASKED_BY_ID
 
 
-# The price every item carries unless it says otherwise (the sync helper's `eshop_price`), and
+# The price every item carries unless it says otherwise (`sync_helpers.item`'s `eshop_price`), and
 # the prices items carry with several warehouses.
 PRICE = Decimal(90)
 PRICES = (PRICE, Decimal(80), Decimal(70))
