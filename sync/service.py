@@ -430,14 +430,11 @@ def _apply_in_one(
         )
         if sums is not None:
             updates = [(*row[:_QUANTITY], sums[row[0]], *row[_QUANTITY + 1 :]) for row in updates]
-    bulk_update_rows(
-        Product,
-        VALUE_FIELDS,
+    _products_write(
         updates,
-        # A request without posted_at leaves the stored one as it is (a manual override).
-        keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
-        changed_only=(*VALUE_FIELDS, "posted_at"),
-        constants={"posted_at": posted_at, "updated_at": now},
+        moved,
+        history=history,
+        located=located,
         before=functools.partial(
             _history_and_levels,
             history=history if history_moves(moved) else None,
@@ -445,16 +442,10 @@ def _apply_in_one(
             now=now,
             found_in=found_in,
             warehouse_id=warehouse_id,
-        )
-        if in_sql
-        else None,
-        previous=TRACKED_FIELDS,
-        located=located,
+        ),
     )
     if found_in:
         warehouse_id = found_in[0]
-    if not in_sql:
-        bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
     return {warehouse_id: [row[0] for _, row in found.applied]}
 
 
@@ -490,23 +481,39 @@ def _apply_spread(
         located=located,
         catalogue=resolution.catalogue,
     )
+    _products_write(
+        updates,
+        moved,
+        history=history,
+        located=located,
+        before=functools.partial(history_from_table, constants=history)
+        if history_moves(moved)
+        else None,
+    )
+    return applied_in
+
+
+def _products_write(
+    updates: list[tuple], moved: list, *, history: dict, located: bool, before
+) -> None:
+    """Update the products from `changes`' rows, and write the history of those that `moved`:
+    from the update's temporary table by `before` (cursor, table) when the rows go through one,
+    else as rows built here. `history`: the history rows' constants (audit, time, ...)."""
     in_sql = uses_copy(updates)
     bulk_update_rows(
         Product,
         VALUE_FIELDS,
         updates,
+        # A request without posted_at leaves the stored one as it is (a manual override).
         keep_when_null=(*OPTIONAL_FIELDS, "posted_at"),
         changed_only=(*VALUE_FIELDS, "posted_at"),
-        constants={"posted_at": posted_at, "updated_at": now},
-        before=functools.partial(history_from_table, constants=history)
-        if in_sql and history_moves(moved)
-        else None,
+        constants={"posted_at": history["posted_at"], "updated_at": history["changed_at"]},
+        before=before if in_sql else None,
         previous=TRACKED_FIELDS,
         located=located,
     )
     if not in_sql:
         bulk_insert_rows(ProductHistory, HISTORY_FIELDS, history_rows(moved), constants=history)
-    return applied_in
 
 
 # The position of `shop_quantity` in an update row (after the product's id).
