@@ -138,6 +138,14 @@ def _any_of(column: str, values: list[Any]) -> tuple[str, list[Any]]:
     return f"{column} = ANY(%s)", [values]
 
 
+def one_of(column: str, values: list[Any]) -> tuple[str, list[Any]]:
+    """The condition that `column` (quoted, or an alias's) is one of `values` (not empty), and
+    its parameters: `= ANY(...)` of one parameter on PostgreSQL, an `IN` list elsewhere."""
+    if connection.vendor == "postgresql":
+        return _any_of(column, values)
+    return f"{column} IN ({', '.join('%s' for _ in values)})", list(values)
+
+
 def select_rows(
     model: type[models.Model],
     field_names: Sequence[str],
@@ -188,10 +196,7 @@ def select_rows(
     values = list(values)
     if not values:
         return []
-    if connection.vendor == "postgresql":
-        condition, where_params = _any_of(column, values)
-    else:
-        condition, where_params = f"{column} IN ({', '.join('%s' for _ in values)})", values
+    condition, where_params = one_of(column, values)
     params.extend(where_params)
     sql = f"SELECT {columns} FROM {table} WHERE {condition} ORDER BY {order}"
     if lock and connection.features.has_select_for_update:

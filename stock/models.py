@@ -91,7 +91,12 @@ class Reservation(models.Model):
         RELEASED = "released", "Released"
 
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="reservations")
-    warehouse = models.ForeignKey(Warehouse, on_delete=models.PROTECT, related_name="reservations")
+    # Indexed for the open reservations only (below): a consumed or released one is looked up
+    # by warehouse only when staff delete the warehouse, and every index of this table takes a
+    # new entry each time a reservation changes state.
+    warehouse = models.ForeignKey(
+        Warehouse, on_delete=models.PROTECT, related_name="reservations", db_index=False
+    )
     # Protected: deleting an order must not silently change what the shop can sell.
     order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="reservations")
     # The order line whose units it holds: a line's units may come from several warehouses,
@@ -134,6 +139,12 @@ class Reservation(models.Model):
             models.Index(
                 fields=("product", "booked_at"),
                 name="catalog_reservation_open",
+                condition=models.Q(state="open"),
+            ),
+            # What each warehouse's open reservations hold (the metrics, the dashboard).
+            models.Index(
+                fields=("warehouse",),
+                name="catalog_reservation_open_in",
                 condition=models.Q(state="open"),
             ),
         )

@@ -934,7 +934,9 @@ def _consume_subtracting(
     sql = (
         f"WITH consumed AS (UPDATE {reservations} SET state = %(consumed)s, changed_at = %(now)s, "
         "sync_audit_id = %(audit)s, cause = %(cause)s "
-        "WHERE id = ANY(%(pks)s) AND state = %(open)s AND booked_at IS NOT NULL "
+        # The ids travel as one text, split by the database (`core.bulk`'s way for many).
+        "WHERE id = ANY(string_to_array(%(pks)s, ',')::bigint[]) AND state = %(open)s "
+        "AND booked_at IS NOT NULL "
         "AND booked_at <= %(document_time)s "
         "RETURNING product_id, warehouse_id, quantity), "
         "units AS (SELECT product_id, warehouse_id, SUM(quantity) AS units, COUNT(*) AS consumed "
@@ -958,7 +960,7 @@ def _consume_subtracting(
         "now": now,
         "audit": audit_id,
         "cause": cause,
-        "pks": pks,
+        "pks": ",".join(map(str, pks)),
         "open": State.OPEN,
         "document_time": document_time,
         "kind": Kind.RESERVED,

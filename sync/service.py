@@ -26,7 +26,7 @@ from catalog.schemas import (
     ProductItem,
     SyncContext,
 )
-from core.bulk import bulk_insert_rows, bulk_update_rows, uses_copy
+from core.bulk import COPY_THRESHOLD, bulk_insert_rows, bulk_update_rows, uses_copy
 from core.problems import Problem
 from core.retry import run_with_retry
 from stock.models import StockMovement
@@ -46,7 +46,7 @@ from sync.history import HISTORY_FIELDS, history_from_table, history_moves, hist
 from sync.pause import PAUSED_MESSAGE, sync_paused
 from sync.pending import pending_close_for_synced, pending_record
 from sync.resolve import Resolution, resolve
-from sync.rows import read_fields, reads_location
+from sync.rows import VALUES, read_fields, reads_location
 from sync.rules import request_problems, unresolved_problem
 from sync.warehouses import (
     ItemWarehouses,
@@ -363,8 +363,11 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     if (
         one is not None
         and not found.levels_only
-        and levels_alone(
-            None if one == settings.DEFAULT_WAREHOUSE else request.warehouses.ids()[one]
+        and (
+            _every_figure_moves(found.applied)
+            or levels_alone(
+                None if one == settings.DEFAULT_WAREHOUSE else request.warehouses.ids()[one]
+            )
         )
     ):
         # Every item names one warehouse (a connector's usual batch: the default one), once per
@@ -397,6 +400,18 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
         resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
     )
     return found.result(received=len(request.items), request_id=request.request_id)
+
+
+def _every_figure_moves(applied: Sequence[tuple]) -> bool:
+    """Whether a batch small enough to update row by row (no temporary table) gives each of
+    its products a quantity other than the figure it holds. Each then goes to the stock app
+    with its item's level (`levels_for_sync`), which compares it with the level itself and
+    gives the products' sums where other warehouses hold stock, so that the one-warehouse
+    writes hold whether or not the figures are levels alone. An item that repeats its
+    product's figure needs `levels_alone`: a sum may equal the item while its level differs."""
+    return len(applied) < COPY_THRESHOLD and all(
+        item.shop_quantity != row[VALUES] for item, row in applied
+    )
 
 
 def _apply_in_one(

@@ -18,6 +18,9 @@ shared machine affects both sides of each ratio alike:
   1000 acknowledged orders, one product each), against the same batch with no reservation
   open; rounds alternate which goes first.
 
+`--one-warehouse` leaves the other warehouses and the split placements out: every sync then
+takes the path of a shop with one warehouse (the commit before the warehouses ran only that).
+
 `--quick` runs each scenario a couple of times on small numbers, without targets, so that CI
 keeps the benchmark working. No timing is asserted: the numbers are read in docs/BENCHMARKS.md.
 """
@@ -122,8 +125,11 @@ def order_body(number: str, product_indexes: list[int], quantity: int = 1) -> by
 
 
 class ShopBench:
-    def __init__(self, partner: Server, shop: Server, sizes: Sizes, *, quick: bool):
+    def __init__(
+        self, partner: Server, shop: Server, sizes: Sizes, *, quick: bool, split: bool = True
+    ):
         self.partner, self.shop, self.sizes, self.quick = partner, shop, sizes, quick
+        self.split = split
         self.numbers = itertools.count(1)
         self._posted = itertools.count()
         self._posted_base = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
@@ -184,6 +190,8 @@ class ShopBench:
             ),
             "query": lambda i: self.query(keys),
         }
+        if not self.split:
+            del kinds["place_split"]
         times: dict[str, list[float]] = {name: [] for name in kinds}
         names = list(kinds)
         for i in range(-10, sizes.latency_rounds):  # ten warm-up rounds
@@ -274,11 +282,11 @@ def split_index(sizes: Sizes, number: int) -> int:
     return sizes.products + number
 
 
-def seed(sizes: Sizes) -> tuple[str, str]:
+def seed(sizes: Sizes, *, split: bool = True) -> tuple[str, str]:
     """Migrate, load the products with plenty of stock; a partner key and a shop key.
 
-    After them, the split placements' products, one unit in each of three warehouses (the
-    default one and `SPLIT_WAREHOUSES`): a line of three takes one from each."""
+    After them (unless not `split`), the split placements' products, one unit in each of three
+    warehouses (the default one and `SPLIT_WAREHOUSES`): a line of three takes one from each."""
     from django.core.management import call_command
     from django.db import connection
     from django.utils import timezone
@@ -295,25 +303,27 @@ def seed(sizes: Sizes) -> tuple[str, str]:
     products_import(
         items=[ProductItem.model_validate(full_item(i, PLENTY)) for i in range(products)]
     )
-    split = 3 * (sizes.latency_rounds + 10)
-    products_import(
-        items=[
-            ProductItem.model_validate(full_item(split_index(sizes, n), 1)) for n in range(split)
-        ]
-    )
-    ids = list(
-        Product.objects.filter(
-            stock_code__in=[stock_code(split_index(sizes, n)) for n in range(split)]
-        ).values_list("pk", flat=True)
-    )
-    for code in SPLIT_WAREHOUSES:
-        warehouse, _ = warehouse_save(code)
-        levels_set(
-            dict.fromkeys(ids, 1),
-            source=Source(StockMovement.Reason.STAFF_EDIT, staff_user="bench"),
-            now=timezone.now(),
-            warehouse_id=warehouse.pk,
+    if split:
+        count = 3 * (sizes.latency_rounds + 10)
+        products_import(
+            items=[
+                ProductItem.model_validate(full_item(split_index(sizes, n), 1))
+                for n in range(count)
+            ]
         )
+        ids = list(
+            Product.objects.filter(
+                stock_code__in=[stock_code(split_index(sizes, n)) for n in range(count)]
+            ).values_list("pk", flat=True)
+        )
+        for code in SPLIT_WAREHOUSES:
+            warehouse, _ = warehouse_save(code)
+            levels_set(
+                dict.fromkeys(ids, 1),
+                source=Source(StockMovement.Reason.STAFF_EDIT, staff_user="bench"),
+                now=timezone.now(),
+                warehouse_id=warehouse.pk,
+            )
     _, partner_key = api_key_create(name="bench-partner")
     _, shop_key = api_key_create(name="bench-shop", scope="shop")
     with connection.cursor() as cursor:
@@ -428,11 +438,17 @@ def report(sizes: Sizes, latency, contention, consumption, *, quick: bool) -> No
     rows = [
         ("single-item sync (partner key)", latency["sync"], None, None),
         ("place a three-line order", latency["place"], "sync", TARGETS["place"]),
-        (
-            "place a three-line order, each line over 3 warehouses",
-            latency["place_split"],
-            "sync",
-            TARGETS["place_split"],
+        *(
+            [
+                (
+                    "place a three-line order, each line over 3 warehouses",
+                    latency["place_split"],
+                    "sync",
+                    TARGETS["place_split"],
+                )
+            ]
+            if "place_split" in latency
+            else []
         ),
         (f"stock query, {sizes.query_keys} keys", latency["query"], "sync", TARGETS["query"]),
     ]
@@ -474,6 +490,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small and fast, no targets")
     parser.add_argument("--workers", type=int, default=None, help="gunicorn workers")
+    parser.add_argument(
+        "--one-warehouse",
+        action="store_true",
+        help="no other warehouse, no split placements (a shop with one warehouse)",
+    )
     args = parser.parse_args()
 
     url = os.environ.get("DATABASE_URL", "")
@@ -488,7 +509,7 @@ def main() -> None:
     import django
 
     django.setup()
-    partner_key, shop_key = seed(sizes)
+    partner_key, shop_key = seed(sizes, split=not args.one_warehouse)
     env = {
         **os.environ,
         "DATABASE_URL": url,
@@ -506,7 +527,7 @@ def main() -> None:
             f"batch rounds: {sizes.batch_rounds}",
             flush=True,
         )
-        bench = ShopBench(partner, shop, sizes, quick=args.quick)
+        bench = ShopBench(partner, shop, sizes, quick=args.quick, split=not args.one_warehouse)
         latency = bench.latency()
         # The contended product and the clients' own products: the last quarter.
         contention = bench.contention(hot_index=3 * quarter, spread_start=3 * quarter + 1)
