@@ -378,6 +378,28 @@ def test_a_warehouse_that_does_not_sell_keeps_its_level_out_of_the_sum(api_clien
     assert figures(tyre) == (5, 0)
 
 
+@pytest.mark.parametrize("single", [False, True], ids=["batch", "single item"])
+def test_a_new_level_in_a_warehouse_that_stopped_selling_leaves_the_sum(api_client, tyre, single):
+    """A few items whose every level moves are written as one warehouse's levels, whatever the
+    others hold: the product's figure is still the sum of the selling ones."""
+    ok(post_sync(api_client, batch(item("T", ean="E", shop_quantity=3, warehouse="B1"))))
+    warehouse_save("MAIN", sells=False)
+    row = item("T", ean="E", shop_quantity=9)
+    ok(put_item(api_client, row) if single else post_sync(api_client, batch(row)))
+    assert levels(tyre) == {"MAIN": 9, "B1": 3}
+    assert figures(tyre) == (3, 0)
+    warehouse_save("MAIN", sells=True)
+    row = item("T", ean="E", shop_quantity=7)
+    ok(put_item(api_client, row) if single else post_sync(api_client, batch(row)))
+    assert levels(tyre) == {"MAIN": 7, "B1": 3}
+    assert figures(tyre) == (10, 0)
+    assert list(
+        StockMovement.objects.filter(product=tyre, warehouse__code="MAIN")
+        .order_by("pk")
+        .values_list("before", "after")
+    ) == [(5, 9), (9, 7)]
+
+
 def test_unknown_keys_name_their_warehouse_and_counts_are_per_item(api_client, tyre):
     body = ok(
         post_sync(
