@@ -19,6 +19,8 @@ from typing import Any
 import pydantic
 from django.db import connection, transaction
 from django.db.models import Max
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from catalog.keys import ProductsByKey
@@ -447,11 +449,44 @@ def _apply_other_warehouses(
         synced_in[product_id].add(code)
     pks = sorted(closed)
     for start in range(0, len(pks), _CLOSED_CHUNK):
-        for pending in PendingProduct.objects.filter(
-            pk__in=pks[start : start + _CLOSED_CHUNK]
-        ).only("pk", "warehouse_items", "last_request_id", "last_seen"):
+        # Which warehouses each key kept an item for, read without the items: a key kept from
+        # before the warehouses holds its payload alone, for the warehouse the payload names.
+        # Only the keys with an item for a warehouse the sync did not name are loaded whole.
+        kept_in = (
+            PendingProduct.objects.filter(pk__in=pks[start : start + _CLOSED_CHUNK])
+            .annotate(
+                payload_warehouse=KeyTextTransform("warehouse", "payload"),
+                kept=_kept_codes(),
+            )
+            .values_list("pk", "kept", "payload_warehouse")
+        )
+        loaded = [
+            pk
+            for pk, kept, named in kept_in
+            if not set(_codes(kept) or [item_warehouse_code(named)]) <= synced_in[closed[pk]]
+        ]
+        for pending in PendingProduct.objects.filter(pk__in=loaded).order_by("pk"):
             product_pk = closed[pending.pk]
             _apply_kept_levels(product_pk, pending, now=now, skip=synced_in[product_pk])
+
+
+def _kept_codes() -> RawSQL:
+    """The codes a key's `warehouse_items` holds items for (its keys), read by the database:
+    a list on PostgreSQL, a JSON array's text on SQLite (`_codes` reads either)."""
+    column = connection.ops.quote_name(PendingProduct._meta.get_field("warehouse_items").column)
+    if connection.vendor == "postgresql":
+        return RawSQL(
+            f"CASE WHEN jsonb_typeof({column}) = 'object' "
+            f"THEN ARRAY(SELECT jsonb_object_keys({column})) END",
+            [],
+        )
+    return RawSQL(f"(SELECT json_group_array(key) FROM json_each({column}))", [])
+
+
+def _codes(kept: list[str] | str | None) -> list[str]:
+    if isinstance(kept, str):
+        kept = json.loads(kept)
+    return [str(code) for code in kept or ()]
 
 
 _PENDING_FIELDS = (

@@ -12,7 +12,10 @@ The scenario is the connector's unchanged document (`over_http.py`'s "nothing ch
 items, each request a new `request_id` with the same `posted_at` and stock levels, so neither
 server writes a product and the two share the catalogue without disturbing each other. With
 `--changing`, each request carries new levels (quantity + 3 each time, `i % 3` apart), so every
-item's level changes every time. Both run
+item's level changes every time; with `--prices`, both prices move too (each request new ones,
+so that every item also writes history); `--later` gives each request a document time a second
+after the one before (the connector's documents, so that every product's time moves);
+`--no-request-id` leaves the `request_id` out. Both run
 with `gunicorn.conf.py` and `--workers` workers; the order of the pair swaps every round. No
 floor: the ratio of the two medians is the result. This checkout migrates the database: the
 other must be a commit with the same migrations.
@@ -26,6 +29,7 @@ import statistics
 import sys
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +74,13 @@ def main() -> None:
         action="store_true",
         help="every request changes every item's stock level (a new quantity each time)",
     )
+    parser.add_argument(
+        "--prices", action="store_true", help="every request moves every item's prices too"
+    )
+    parser.add_argument(
+        "--later", action="store_true", help="each request's document time a second later"
+    )
+    parser.add_argument("--no-request-id", action="store_true", help="requests without one")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
@@ -93,12 +104,15 @@ def main() -> None:
         "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "INFO"),
     }
     warm = 3
+    start = datetime.fromisoformat(POSTED_AT)
+    moving = args.changing or args.prices
     bodies = iter(
         batch_body(
             args.size,
-            4000 + (3 * n if args.changing else 0),
-            request_id=f"AB-{n:05d}",
-            posted_at=POSTED_AT,
+            4000 + (3 * n if moving else 0),
+            request_id=None if args.no_request_id else f"AB-{n:05d}",
+            prices_move=args.prices,
+            posted_at=(start + timedelta(seconds=n if args.later else 0)).isoformat(),
         )
         for n in range(2 * (args.pairs + warm))
     )
@@ -114,7 +128,9 @@ def main() -> None:
                 elapsed = post(servers[name], next(bodies))
                 if n >= 0:
                     times[name].append(elapsed)
-    scenario = "changing" if args.changing else "unchanged"
+    scenario = "prices and levels moving" if args.prices else "changing" if moving else "unchanged"
+    scenario += ", later each time" if args.later else ""
+    scenario += ", no request_id" if args.no_request_id else ""
     print(
         f"# {args.pairs} pairs of the {scenario} {args.size}-item document, {args.workers} workers"
     )
