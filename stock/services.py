@@ -26,7 +26,7 @@ from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from catalog.models import Product
-from core.bulk import bulk_insert_rows, bulk_update_rows
+from core.bulk import bulk_insert_rows, bulk_update_rows, one_of
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse, taking_order
 
 State = Reservation.State
@@ -263,14 +263,22 @@ def levels_held(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
     by_warehouse: dict[int, list[int]] = {}
     for product_id, warehouse_id in set(pairs):
         by_warehouse.setdefault(warehouse_id, []).append(product_id)
-    for warehouse_id, product_ids in by_warehouse.items():
-        for start in range(0, len(product_ids), _CHUNK):
-            held.update(
-                ((product_id, warehouse_id), quantity)
-                for product_id, quantity in StockLevel.objects.filter(
-                    warehouse_id=warehouse_id, product_id__in=product_ids[start : start + _CHUNK]
-                ).values_list("product_id", "quantity")
-            )
+    q = connection.ops.quote_name
+    # One statement per warehouse on PostgreSQL (the ids as one parameter); SQLite caps a
+    # statement's parameters.
+    with connection.cursor() as cursor:
+        for warehouse_id, product_ids in by_warehouse.items():
+            size = len(product_ids) if connection.vendor == "postgresql" else _CHUNK
+            for start in range(0, len(product_ids), size):
+                where, params = one_of("product_id", product_ids[start : start + size])
+                cursor.execute(
+                    f"SELECT product_id, quantity FROM {q(StockLevel._meta.db_table)} "
+                    f"WHERE warehouse_id = %s AND {where}",
+                    [warehouse_id, *params],
+                )
+                held.update(
+                    ((product_id, warehouse_id), quantity) for product_id, quantity in cursor
+                )
     return held
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -253,17 +254,23 @@ def field_changes(
     index = report.index
     levels_only = set(map(id, (item for item, _ in report.levels_only)))
     pairs = sorted([*report.applied, *report.levels_only], key=lambda pair: index[id(pair[0])])
+    # Which product field is listed already: kept only for the products named more than once.
     listed: set[tuple[int, str]] = set()
+    named = Counter(row[0] for _, row in pairs)
     found = []
     for item, row in pairs:
         position = index[id(item)]
         code = codes[position]
+        level_only = id(item) in levels_only
+        shared = named[row[0]] > 1
         for name, new, old in zip(VALUE_FIELDS, all_values(item), row[VALUES:], strict=True):
             if name == "shop_quantity":
                 old = levels.get((row[0], code))
-            elif id(item) in levels_only or new is None or (row[0], name) in listed:
+            elif level_only or new is None:
                 continue
-            else:
+            elif shared:
+                if (row[0], name) in listed:
+                    continue
                 listed.add((row[0], name))
             if new is None or new == old:
                 continue
