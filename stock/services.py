@@ -245,16 +245,35 @@ def levels_later(pairs: Iterable[tuple[int, int]], posted_at: datetime) -> set[t
     for product_id, warehouse_id in pairs:
         by_warehouse.setdefault(warehouse_id, set()).add(product_id)
     for warehouse_id, product_ids in by_warehouse.items():
-        ids = sorted(product_ids)
-        for start in range(0, len(ids), _CHUNK):
-            found.update(
-                StockLevel.objects.filter(
-                    warehouse_id=warehouse_id,
-                    product_id__in=ids[start : start + _CHUNK],
-                    posted_at__gt=posted_at,
-                ).values_list("product_id", "warehouse_id")
+        found.update(
+            (product_id, warehouse_id)
+            for product_id, _ in _levels_of(
+                warehouse_id, sorted(product_ids), "posted_at > %s", [posted_at]
             )
+        )
     return found
+
+
+def _levels_of(
+    warehouse_id: int, product_ids: Sequence[int], condition: str = "", params: Sequence = ()
+) -> list[tuple[int, int]]:
+    """(product id, quantity) of the warehouse's levels of these products (meeting `condition`,
+    SQL with its `params`): one statement on PostgreSQL, where the ids travel as one
+    parameter; chunks on SQLite, which caps a statement's parameters."""
+    table = connection.ops.quote_name(StockLevel._meta.db_table)
+    extra = f" AND {condition}" if condition else ""
+    size = len(product_ids) if connection.vendor == "postgresql" else _CHUNK
+    rows = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(product_ids), size):
+            where, ids = one_of("product_id", list(product_ids[start : start + size]))
+            cursor.execute(
+                f"SELECT product_id, quantity FROM {table} "
+                f"WHERE warehouse_id = %s AND {where}{extra}",
+                [warehouse_id, *ids, *params],
+            )
+            rows.extend(cursor.fetchall())
+    return rows
 
 
 def levels_held(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
@@ -263,22 +282,11 @@ def levels_held(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
     by_warehouse: dict[int, list[int]] = {}
     for product_id, warehouse_id in set(pairs):
         by_warehouse.setdefault(warehouse_id, []).append(product_id)
-    q = connection.ops.quote_name
-    # One statement per warehouse on PostgreSQL (the ids as one parameter); SQLite caps a
-    # statement's parameters.
-    with connection.cursor() as cursor:
-        for warehouse_id, product_ids in by_warehouse.items():
-            size = len(product_ids) if connection.vendor == "postgresql" else _CHUNK
-            for start in range(0, len(product_ids), size):
-                where, params = one_of("product_id", product_ids[start : start + size])
-                cursor.execute(
-                    f"SELECT product_id, quantity FROM {q(StockLevel._meta.db_table)} "
-                    f"WHERE warehouse_id = %s AND {where}",
-                    [warehouse_id, *params],
-                )
-                held.update(
-                    ((product_id, warehouse_id), quantity) for product_id, quantity in cursor
-                )
+    for warehouse_id, product_ids in by_warehouse.items():
+        held.update(
+            ((product_id, warehouse_id), quantity)
+            for product_id, quantity in _levels_of(warehouse_id, product_ids)
+        )
     return held
 
 
