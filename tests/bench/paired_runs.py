@@ -1,11 +1,11 @@
 """Paired A/B of whole benchmark runs: one benchmark script run in this checkout and in another
-(`--old`, a `git worktree` of an earlier commit), alternately, round after round, on one
-database; each scenario's median over the rounds, side by side, and their ratio.
+(`--old`, a `git worktree` of an earlier commit), alternately, run after run, on one
+database; each scenario's median over the runs, side by side, and their ratio.
 
 ```sh
 git worktree add /tmp/ab/old <commit>
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/stock_sync_ab \
-    .venv/bin/python tests/bench/paired_runs.py --old /tmp/ab/old --rounds 3 shop_http.py \
+    .venv/bin/python tests/bench/paired_runs.py --old /tmp/ab/old --runs 3 shop_http.py \
     --new-args=--one-warehouse
 ```
 
@@ -13,7 +13,7 @@ Each run is the script of its own checkout (`tests/bench/SCRIPT` there, with tha
 code and migrations; the database is dropped and re-created by every run), so the two need not
 share a schema: this is the A/B for commits that changed one, where `paired_http.py` (both
 servers on one database, request by request) cannot run. The order of the pair swaps every
-round. A scenario is a report line that names it and gives a figure in `ms` or `orders/s`
+run. A scenario is a report line that names it and gives a figure in `ms` or `orders/s`
 (`run.py`, `over_http.py` and `shop_http.py` print theirs so); a scenario only one side
 reports is listed without a ratio. For `ms`, a ratio above 1 means this checkout is slower;
 for `orders/s`, below 1.
@@ -57,7 +57,7 @@ def run(root: Path, script: str, args: list[str]) -> dict[str, tuple[float, str]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", type=Path, required=True, help="the other checkout's root")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each checkout")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each checkout")
     parser.add_argument("--args", default="", help="arguments for both runs (one string)")
     parser.add_argument("--new-args", default="", help="arguments for this checkout's run only")
     parser.add_argument("--old-args", default="", help="arguments for the other's run only")
@@ -74,12 +74,12 @@ def main() -> None:
         "new": (ROOT, [*args.args.split(), *args.new_args.split()]),
     }
     results: dict[str, list[dict[str, tuple[float, str]]]] = {"old": [], "new": []}
-    for n in range(args.rounds):
+    for n in range(args.runs):
         for name in ("old", "new") if n % 2 == 0 else ("new", "old"):
             root, extra = sides[name]
             results[name].append(run(root, args.script, extra))
             print(f"# round {n + 1}: {name} done", file=sys.stderr, flush=True)
-    print(f"# {args.script}, {args.rounds} runs each, old {old_root}, new {ROOT}")
+    print(f"# {args.script}, {args.runs} runs each, old {old_root}, new {ROOT}")
     print(f"{'scenario':66} {'old':>12} {'new':>12} {'new / old':>10}")
     names = list(dict.fromkeys(name for result in results["new"] for name in result))
     names += [name for result in results["old"] for name in result if name not in names]
@@ -88,7 +88,7 @@ def main() -> None:
         unit = ""
         for side in ("old", "new"):
             values = [result[name][0] for result in results[side] if name in result]
-            if len(values) == args.rounds:
+            if len(values) == args.runs:
                 medians[side] = statistics.median(values)
                 unit = results[side][0][name][1]
         cells = [f"{medians[s]:.1f} {unit}" if s in medians else "-" for s in ("old", "new")]
