@@ -248,7 +248,11 @@ def levels_later(pairs: Iterable[tuple[int, int]], posted_at: datetime) -> set[t
         found.update(
             (product_id, warehouse_id)
             for product_id, _ in _levels_of(
-                warehouse_id, sorted(product_ids), "posted_at > %s", [posted_at]
+                warehouse_id,
+                sorted(product_ids),
+                "posted_at > %s",
+                # As the ORM would send it (SQLite compares stored UTC texts).
+                [connection.ops.adapt_datetimefield_value(posted_at)],
             )
         )
     return found

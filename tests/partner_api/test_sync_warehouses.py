@@ -319,6 +319,35 @@ def test_an_older_document_for_another_warehouse_sets_its_level_but_not_the_pric
     assert figures(tyre) == (9, 0)
 
 
+@pytest.mark.parametrize(
+    ("sent", "applied"),
+    [("2026-01-31T09:15:00+01:00", False), ("2026-01-31T09:45:00+01:00", True)],
+    ids=["earlier than the level", "later than the level"],
+)
+def test_a_document_time_in_another_offset_is_compared_as_the_instant(
+    api_client, tyre, sent, applied
+):
+    """The product holds a later time, so the level's own time decides: 08:15 and 08:45 UTC
+    against a level of 08:30 UTC, written with an offset."""
+    ok(
+        post_sync(
+            api_client,
+            batch(
+                item("T", ean="E", shop_quantity=1, warehouse="B1"),
+                posted_at="2026-01-31T08:30:00+00:00",
+            ),
+        )
+    )
+    ok(post_sync(api_client, batch(item("T", ean="E", shop_quantity=2), posted_at=T2)))
+    body = ok(
+        post_sync(
+            api_client, batch(item("T", ean="E", shop_quantity=7, warehouse="B1"), posted_at=sent)
+        )
+    )
+    assert (body["products_updated"], body["stale_products"]) == ((1, 0) if applied else (0, 1))
+    assert levels(tyre) == {"MAIN": 2, "B1": 7 if applied else 1}
+
+
 def test_a_request_without_a_document_time_applies_and_keeps_the_stored_times(api_client, tyre):
     ok(post_sync(api_client, batch(item("T", ean="E", warehouse="B1"), posted_at=T2)))
     ok(
