@@ -141,9 +141,10 @@ PLANTS: tuple[Plant, ...] = (
             ),
             Substitution(
                 RESERVATIONS,
-                '"WHERE id = ANY(%(pks)s) AND state = %(open)s AND booked_at IS NOT NULL "\n'
+                "\"WHERE id = ANY(string_to_array(%(pks)s, ',')::bigint[]) AND state = %(open)s \"\n"
+                '        "AND booked_at IS NOT NULL "\n'
                 '        "AND booked_at <= %(document_time)s "',
-                '"WHERE id = ANY(%(pks)s) AND state = %(open)s "\n'
+                "\"WHERE id = ANY(string_to_array(%(pks)s, ',')::bigint[]) AND state = %(open)s \"\n"
                 '        "AND (booked_at IS NULL OR booked_at <= %(document_time)s) "',
             ),
         ),
