@@ -44,7 +44,6 @@ bench-quick: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py --seconds 5 --clients 2 --workers 2
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py --quick --own-server
-	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/paired_http.py --old . --pairs 2 --size 200 --workers 1
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/paired_http.py --old . --pairs 2 --size 200 --workers 1 --prices --later --no-request-id
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/paired_runs.py --old . --runs 1 --args=--quick shop_http.py
 
