@@ -149,10 +149,13 @@ else:
     DATABASES["default"]["OPTIONS"].setdefault(
         "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
     )
+    # psycopg prepares a statement bound on the server once it has run 5 times on a connection
+    # (`core.bulk.prepared_cursor`; Django's own cursors bind on the client, never prepared).
+    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", 5)
     # Behind pgbouncer in transaction pooling mode (docs/DEPLOYMENT.md), consecutive
     # transactions of one connection may run on different server sessions: nothing may outlive
     # a transaction there. No server-side cursors (they are held across transactions) and no
-    # prepared statements (psycopg prepares a query run 5 times, on one session only).
+    # prepared statements (they live in one session only).
     if env_bool("DATABASE_TRANSACTION_POOLING", False):
         DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
         DATABASES["default"]["OPTIONS"]["prepare_threshold"] = None

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, models
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models.expressions import Col
 
 _temp_names = itertools.count()
@@ -367,3 +368,31 @@ def bulk_insert_rows(
                 f"INSERT INTO {table} ({names}) VALUES ({placeholders}) {conflict}",
                 [[_plain_value(v) for v in row] for row in rows],
             )
+
+
+
+def prepared_cursor():
+    """A cursor for a statement whose planning costs more than its running, on a hot path:
+    bound on the server, so that its text is the same whatever its values, and prepared by
+    PostgreSQL once it has run a few times on the connection (psycopg's `prepare_threshold`;
+    Django's own cursors bind on the client and are never prepared). The statement must give
+    the type of every parameter PostgreSQL cannot infer (`%(x)s::timestamptz`). Behind a
+    transaction pooler (`DATABASE_TRANSACTION_POOLING`) nothing is prepared: the statement is
+    then only bound on the server. PostgreSQL only."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    cursor = ServerBindingCursor(connection.connection)
+    if connection.queries_logged:
+        return _LoggedWithValues(cursor, connection)
+    return connection.make_cursor(cursor)
+
+
+class _LoggedWithValues(CursorDebugWrapper):
+    """Logs a statement bound on the server with its values written in, as Django logs its
+    own (the driver no longer holds the text of a prepared statement)."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+            return CursorWrapper.execute(self, sql, params)

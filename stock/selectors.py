@@ -24,6 +24,18 @@ _STOCK_SQL = (
     "w.{lead_time_days} FROM {products} AS p LEFT JOIN {levels} AS l ON l.{product} = p.{id} "
     "LEFT JOIN {warehouses} AS w ON w.{warehouse_id} = l.{warehouse} WHERE {where}"
 )
+# The same rows on PostgreSQL, whose planner would otherwise read every level of a small
+# catalogue (a hash join) to find those of a hundred products: the levels of each product are
+# looked up in the index (a lateral subquery that `OFFSET 0` keeps from being flattened).
+_STOCK_SQL_LATERAL = (
+    "SELECT p.{id}, p.{ean}, p.{stock_code}, p.{shop_quantity}, p.{reserved}, p.{buffer}, "
+    "p.{status}, x.sells, x.priority, x.code, x.name, x.quantity, x.reserved, x.lead_time_days "
+    "FROM {products} AS p LEFT JOIN LATERAL (SELECT w.{sells} AS sells, w.{priority} AS "
+    "priority, w.{code} AS code, w.{name} AS name, l.{quantity} AS quantity, l.{level_reserved} "
+    "AS reserved, w.{lead_time_days} AS lead_time_days FROM {levels} AS l JOIN {warehouses} AS w "
+    "ON w.{warehouse_id} = l.{warehouse} WHERE l.{product} = p.{id} OFFSET 0) AS x ON TRUE "
+    "WHERE {where}"
+)
 
 
 def _stock_rows(codes: list[str]) -> list[tuple]:
@@ -35,7 +47,8 @@ def _stock_rows(codes: list[str]) -> list[tuple]:
         return q(model._meta.get_field(name).column)
 
     where, params = one_of(f"p.{column(Product, 'stock_code')}", codes)
-    sql = _STOCK_SQL.format(
+    template = _STOCK_SQL_LATERAL if connection.vendor == "postgresql" else _STOCK_SQL
+    sql = template.format(
         id=column(Product, "id"),
         ean=column(Product, "ean"),
         stock_code=column(Product, "stock_code"),
@@ -81,17 +94,20 @@ def stock_for_keys(*, keys: Sequence[tuple[str | None, str]]) -> list[dict[str, 
             levels.setdefault(row[0], []).append(row)
     products = ProductsByKey(figures.values(), key=lambda row: (row[1], row[2]))
     answer = []
+    default_buffer = effective_safety_buffer(None)  # the service's, read once
     for index, (ean, stock_code) in enumerate(keys):
         candidates = products.candidates(ean, stock_code)
         entry: dict[str, Any] = {"index": index, "stock_code": stock_code, "ean": ean or ""}
         if len(candidates) == 1:
             product_id, _, _, quantity, reserved, buffer, status = candidates[0][:_SELLS]
+            if buffer is None:
+                buffer = default_buffer
             entry.update(
                 found=True,
                 reason=None,
                 shop_quantity=quantity,
                 reserved=reserved,
-                safety_buffer=effective_safety_buffer(buffer),
+                safety_buffer=buffer,
                 salable=salable(quantity, reserved, buffer),
                 status=status,
                 warehouses=_warehouses(levels.get(product_id, [])),

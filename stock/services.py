@@ -16,17 +16,18 @@ primary-key order (release, booking), so that concurrent writers queue instead o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import ForeignKey, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
 from catalog.models import Product
-from core.bulk import bulk_insert_rows, bulk_update_rows, one_of
+from core.bulk import bulk_insert_rows, bulk_update_rows, one_of, prepared_cursor
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse, taking_order
 
 State = Reservation.State
@@ -343,20 +344,33 @@ def _level_writes(movement_columns: str, constants: Mapping) -> str:
     q = connection.ops.quote_name
     levels = q(StockLevel._meta.db_table)
     movements = q(StockMovement._meta.db_table)
+    # Every parameter says its type: the statement may be bound on the server and prepared
+    # (`levels_for_sync`), where a null would otherwise have none.
     return (
         f"added AS (INSERT INTO {levels} "
         "(product_id, warehouse_id, quantity, reserved, posted_at, updated_at) "
-        "SELECT product_id, warehouse_id, quantity, 0, %(posted_at)s, %(now)s FROM old "
-        "WHERE level_id IS NULL), "
+        "SELECT product_id, warehouse_id, quantity, 0, %(posted_at)s::timestamptz, "
+        "%(now)s::timestamptz FROM old WHERE level_id IS NULL), "
         f"changed AS (UPDATE {levels} AS l SET quantity = o.quantity, "
-        "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
-        "FROM old AS o WHERE l.id = o.level_id AND (o.before IS DISTINCT FROM o.quantity "
-        "OR (%(posted_at)s IS NOT NULL AND o.held_at IS DISTINCT FROM %(posted_at)s))), "
+        "posted_at = COALESCE(%(posted_at)s::timestamptz, l.posted_at), "
+        "updated_at = %(now)s::timestamptz FROM old AS o WHERE l.id = o.level_id AND "
+        "(o.before IS DISTINCT FROM o.quantity OR (%(posted_at)s::timestamptz IS NOT NULL "
+        "AND o.held_at IS DISTINCT FROM %(posted_at)s::timestamptz))), "
         f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
-        "SELECT product_id, warehouse_id, %(kind)s, before, quantity, "
-        + ", ".join(f"%({name})s" for name in constants)
+        f"SELECT product_id, warehouse_id, %(kind)s::{_cast('kind')}, before, quantity, "
+        + ", ".join(f"%({name})s::{_cast(name)}" for name in constants)
         + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id, warehouse_id)"
     )
+
+
+@functools.cache
+def _cast(name: str) -> str:
+    """The database type of a movement's field, for a parameter's cast (asked once: Django
+    works it out anew each time)."""
+    field = StockMovement._meta.get_field(name)
+    if isinstance(field, ForeignKey):
+        return field.target_field.rel_db_type(connection)
+    return field.db_type(connection)
 
 
 def _array_literal(numbers: Iterable[int]) -> str:
@@ -505,11 +519,22 @@ def levels_for_sync(
             Product.objects.filter(pk__in=[pk for pk, _ in rows]).values_list("pk", "shop_quantity")
         )
         return warehouse_id, sums
-    with connection.cursor() as cursor:
+    if len(rows) == 1:
+        # A single item's statement is prepared: planning it cost more than all its writes.
+        # Its values are plain parameters, so that PostgreSQL soon keeps one generic plan (an
+        # array's length would make it plan each run again).
+        relation = "(VALUES (%(id)s::bigint, %(quantity)s::integer)) AS v(id, quantity)"
+        values = {"id": rows[0][0], "quantity": rows[0][1]}
+        cursor = prepared_cursor()
+    else:
+        relation = "unnest(%(ids)s::bigint[], %(quantities)s::integer[]) AS v(id, quantity)"
+        values = {"ids": [pk for pk, _ in rows], "quantities": [quantity for _, quantity in rows]}
+        cursor = connection.cursor()
+    with cursor:
         warehouse_id, sells, others = _levels_statement(
             cursor,
-            "unnest(%(ids)s::bigint[], %(quantities)s::integer[]) AS v(id, quantity)",
-            {"ids": [pk for pk, _ in rows], "quantities": [quantity for _, quantity in rows]},
+            relation,
+            values,
             source=source,
             now=now,
             posted_at=posted_at,

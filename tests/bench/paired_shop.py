@@ -1,0 +1,330 @@
+"""Paired A/B of the shop side over HTTP, request by request: every request of `shop_http.py`'s
+scenarios goes to two gunicorns in turn, one running another checkout's code (`--old`, a `git
+worktree` of an earlier commit), the other this one's, each on a database of its own that its
+own code migrated and seeded, so that the two need not share a schema and both see the same
+noise.
+
+```sh
+git worktree add /tmp/ab/old <commit>
+DATABASE_URL=postgres://postgres@127.0.0.1:5432/stock_sync_ab \
+    .venv/bin/python tests/bench/paired_shop.py --old /tmp/ab/old
+```
+
+The databases are DATABASE_URL's name with `_old` and `_new` (dropped and re-created). Each
+side's set-up runs in a process of its own started in that checkout (`shop_http.py`'s `seed`
+and `open_booked_reservations` of that commit), one warehouse on both sides. Scenarios, each
+request timed on both sides, the order of each pair swapping from one to the next:
+
+- `single-item sync`, `place 3 lines`, `stock query`: as `shop_http.py`'s latency scenario;
+- `batch, nothing to consume` and `batch consuming N`: a 5000-item batch with a new document
+  time and new levels, the second after N booked reservations were opened (untimed) on that
+  side, all of which it must consume;
+- `orders/s, one product` and `orders/s, own products`: `shop_http.py`'s contention, each
+  burst of client threads against one side, then the other.
+
+The result per scenario is the ratio of the medians, new / old (above 1: this checkout is
+slower; for orders/s, below 1), with the spread of the pairs' own ratios. `--old .` pairs this
+checkout with itself: the floor of what the harness can resolve on this machine.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--side":
+    # One side's set-up process: that checkout's code, commands in JSON lines on stdin.
+    side_root = sys.argv[2]
+    sys.path[0] = side_root
+    os.chdir(side_root)
+    import django
+
+    django.setup()
+    from datetime import datetime
+
+    from tests.bench import shop_http
+
+    for line in sys.stdin:
+        command = json.loads(line)
+        answer: object = None
+        if command["do"] == "seed":
+            seed = shop_http.seed
+            first = next(iter(inspect.signature(seed).parameters))
+            if first == "products":
+                answer = seed(command["products"])
+            else:
+                sizes = shop_http.dataclasses.replace(shop_http.FULL, products=command["products"])
+                answer = seed(sizes, split=False)
+        elif command["do"] == "open":
+            shop_http.open_booked_reservations(
+                command["count"], booked_at=datetime.fromisoformat(command["booked_at"])
+            )
+        elif command["do"] == "left":
+            answer = shop_http.open_reservation_count()
+        print(json.dumps(answer), flush=True)
+    raise SystemExit(0)
+
+import argparse
+import gc
+import itertools
+import statistics
+import subprocess
+import threading
+import time
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.bench.over_http import ITEM, SYNC, Server  # noqa: E402
+from tests.bench.paired_http import server_of  # noqa: E402
+from tests.bench.run import batch_body, full_item, recreate_database  # noqa: E402
+from tests.bench.shop_http import ORDERS, PLENTY, STOCK_QUERY, ean, order_body, stock_code  # noqa: E402
+
+
+class Side:
+    """One checkout: its set-up process, its database, and once started, its two servers."""
+
+    def __init__(self, name: str, root: Path, url: str):
+        self.name, self.root, self.url = name, root, url
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY": "true",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONPATH": str(root),
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--side", str(root)],
+            cwd=root,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.numbers = itertools.count(1)
+        self.partner: Server | None = None
+        self.shop: Server | None = None
+
+    def ask(self, **command) -> object:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {self.name} side's set-up process ended; see above")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+    # -- requests ---------------------------------------------------------------------------
+    def expect(self, server: Server, method: str, path: str, body: bytes, status: int) -> bytes:
+        got, _, payload = server.request(method, path, body)
+        if got != status:
+            raise SystemExit(f"{self.name}: {method} {path}: {got} {payload[:400]!r}")
+        return payload
+
+    def place(self, indexes: list[int]) -> None:
+        body = order_body(f"BENCH-{next(self.numbers):08d}", indexes)
+        self.expect(self.shop, "POST", ORDERS, body, 201)
+
+
+def timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def clients(side: Side, targets: list[int], orders_each: int) -> float:
+    """Orders per second of one client thread per target, each placing `orders_each`."""
+    errors: list[str] = []
+    start = threading.Barrier(len(targets) + 1)
+
+    def client(index: int) -> None:
+        start.wait()
+        try:
+            for _ in range(orders_each):
+                side.place([index])
+        except SystemExit as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise SystemExit(f"{len(errors)} client(s) failed, first: {errors[0]}")
+    return len(targets) * orders_each / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", type=Path, required=True, help="the other checkout's root")
+    parser.add_argument("--products", type=int, default=5000)
+    parser.add_argument("--pairs", type=int, default=200, help="latency pairs of each kind")
+    parser.add_argument("--batch-pairs", type=int, default=11)
+    parser.add_argument("--reservations", type=int, default=1000)
+    parser.add_argument("--contention-pairs", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--orders-per-client", type=int, default=4)
+    parser.add_argument("--query-keys", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=None, help="gunicorn workers of each")
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
+    old_root = args.old.resolve()
+    if not (old_root / "manage.py").exists():
+        raise SystemExit(f"{old_root} is not a checkout of the project")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
+    import django
+
+    django.setup()  # the bodies' items come from the test factories
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    sides = {}
+    for label, root in (("old", old_root), ("new", ROOT)):
+        side_url = urlunparse(parsed._replace(path=f"/{name}_{label}"))
+        recreate_database(side_url)
+        sides[label] = Side(label, root, side_url)
+    products = args.products
+    hot_total = args.contention_pairs * args.clients * args.orders_per_client
+    if 4 * args.clients + 1 > products:
+        raise SystemExit("--products must exceed four times --clients")
+    with ExitStack() as stack:
+        for side in sides.values():
+            partner_key, shop_key = side.ask(do="seed", products=products)
+            side.partner = stack.enter_context(
+                server_of(
+                    side.root,
+                    {
+                        **side.env,
+                        "DJANGO_DEBUG": "false",
+                        "DJANGO_SECRET_KEY": "bench-" + "x" * 60,
+                        "LOG_LEVEL": "INFO",
+                    },
+                    partner_key,
+                    args.workers,
+                )
+            )
+            side.shop = Server(port=side.partner.port, process=side.partner.process, key=shop_key)
+        print(
+            f"# {products} products; pairs: {args.pairs} of each latency kind, {args.batch_pairs} "
+            f"of each batch ({args.reservations} reservations), {args.contention_pairs} of "
+            f"each contention ({args.clients} clients x {args.orders_per_client} orders); gunicorn "
+            f"workers: {len(sides['new'].partner.workers())} each",
+            flush=True,
+        )
+        times: dict[str, dict[str, list[float]]] = {}
+
+        def record(scenario: str, label: str, value: float, keep: bool) -> None:
+            if keep:
+                times.setdefault(scenario, {"old": [], "new": []})[label].append(value)
+
+        def pairs(index: int) -> list[Side]:
+            order = [sides["old"], sides["new"]]
+            return order if index % 2 else order[::-1]
+
+        quarter = products // 4
+        keys = json.dumps(
+            {
+                "keys": [
+                    {"stock_code": stock_code(2 * quarter + i), "ean": ean(2 * quarter + i)}
+                    for i in range(args.query_keys)
+                ]
+            }
+        ).encode()
+        kinds = {
+            "single-item sync": lambda s, i: s.expect(
+                s.partner, "PUT", ITEM, json.dumps(full_item(i % quarter, PLENTY + i)).encode(), 200
+            ),
+            "place 3 lines": lambda s, i: s.place(
+                [quarter + (3 * i + k) % quarter for k in range(3)]
+            ),
+            "stock query": lambda s, i: s.expect(s.shop, "POST", STOCK_QUERY, keys, 200),
+        }
+        names = list(kinds)
+        for i in range(-10, args.pairs):
+            rotated = names[i % len(names) :] + names[: i % len(names)]
+            for kind in rotated:
+                for side in pairs(i):
+                    record(
+                        kind, side.name, timed(lambda k=kind, s=side, n=i: kinds[k](s, n)), i >= 0
+                    )
+
+        posted_base = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+        posted = itertools.count()
+        quantity = itertools.count(100)
+        consuming = f"batch consuming {args.reservations}"
+        for i in range(-1, args.batch_pairs):
+            for with_reservations in (i % 2 == 0, i % 2 == 1):
+                step = next(posted)
+                booked = posted_base + timedelta(seconds=2 * step)
+                body = batch_body(
+                    products, next(quantity), posted_at=(booked + timedelta(seconds=1)).isoformat()
+                )
+                for side in pairs(i):
+                    if with_reservations:
+                        side.ask(do="open", count=args.reservations, booked_at=booked.isoformat())
+                    gc.collect()
+                    elapsed = timed(
+                        lambda s=side, b=body: s.expect(s.partner, "POST", SYNC, b, 200)
+                    )
+                    left = side.ask(do="left")
+                    if left:
+                        raise SystemExit(f"{side.name}: {left} reservation(s) left open")
+                    scenario = consuming if with_reservations else "batch, nothing to consume"
+                    record(scenario, side.name, elapsed, i >= 0)
+
+        hot = 3 * quarter
+        for side in sides.values():  # the hot product's units for every burst
+            side.expect(
+                side.partner,
+                "PUT",
+                ITEM,
+                json.dumps(full_item(hot, hot_total + 1000)).encode(),
+                200,
+            )
+        for i in range(-1, args.contention_pairs):
+            for scenario, targets in (
+                ("orders/s, one product", [hot] * args.clients),
+                ("orders/s, own products", [hot + 1 + c for c in range(args.clients)]),
+            ):
+                for side in pairs(i):
+                    record(
+                        scenario, side.name, clients(side, targets, args.orders_per_client), i >= 0
+                    )
+    for side in sides.values():
+        side.close()
+
+    print(f"# old: {old_root}\n# new: {ROOT}")
+    for scenario, by_side in times.items():
+        unit = "orders/s" if scenario.startswith("orders/s") else "ms"
+        scale = 1 if unit == "orders/s" else 1000
+        old, new = (statistics.median(by_side[s]) * scale for s in ("old", "new"))
+        per_pair = sorted(n / o for o, n in zip(by_side["old"], by_side["new"], strict=True))
+        low = per_pair[len(per_pair) // 10]
+        high = per_pair[-1 - len(per_pair) // 10]
+        print(
+            f"{scenario:<28} old {old:9.2f} {unit:<8} new {new:9.2f} {unit:<8} "
+            f"new/old {new / old:.3f}  (pairs: median {statistics.median(per_pair):.3f}, "
+            f"10-90 % {low:.2f}-{high:.2f}, n={len(per_pair)})"
+        )
+
+
+if __name__ == "__main__":
+    main()
