@@ -172,9 +172,10 @@ class PendingProduct(models.Model):
     # The latest document time the key was sent with: an older payload does not replace it.
     posted_at = models.DateTimeField(null=True, blank=True, verbose_name="document posted at")
     # The last item sent for each warehouse, by warehouse code (the default warehouse's for an
-    # item that named none): {"payload", "posted_at" (document_time_text, or null),
-    # "request_id", "seen_at"}. An item replaces its warehouse's unless that one holds a later
-    # document time; when the key resolves, each one's quantity is its warehouse's level.
+    # item that named none): {"payload" (the item's key, warehouse, level and the values every
+    # item carries), "posted_at" (document_time_text, or null), "request_id", "seen_at"}. An
+    # item replaces its warehouse's unless that one holds a later document time; when the key
+    # resolves, each one's quantity is its warehouse's level.
     warehouse_items = models.JSONField(
         default=dict,
         # Also the database's own default: a writer that names no items (one from before this

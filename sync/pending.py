@@ -434,6 +434,8 @@ def _apply_other_warehouses(
 ) -> None:
     """The levels of the closed keys' (pk -> product pk) warehouses that the sync did not name
     for their product, from the items the keys kept for them."""
+    if not closed:  # nothing to read the batch's rows for
+        return
     synced_in: dict[int, set[str]] = defaultdict(set)
     unknown = set()
     for row in matched_rows:
@@ -550,6 +552,15 @@ _PENDING_UPSERT = (
 )
 # Where two items of one call for a key differ, the first one's: its warehouse and quantity.
 _LEVEL_FIELDS = frozenset({"shop_quantity", "warehouse"})
+# What a key keeps of each warehouse's item: the fields every item carries (its key, its level
+# and the values an item must have), its EAN and its warehouse. Resolving the key applies its
+# level to the warehouse; prices, status and catalogue values are the key's `payload`'s. The
+# whole item would double every pending row a batch writes.
+_KEPT_FIELDS = (
+    *(name for name, field in ProductItem.model_fields.items() if field.is_required()),
+    "ean",
+    "warehouse",
+)
 
 
 def pending_record(
@@ -608,12 +619,13 @@ def _key_payload(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _kept_items(
     items: Sequence[tuple[Any, dict[str, Any]]], request_id: str | None, now, posted_at
 ) -> dict[str, Any]:
-    """The call's item (and its payload) for each warehouse, as
+    """The call's item (its key and level) for each warehouse, as
     `PendingProduct.warehouse_items` keeps them."""
     kept = {}
     for item, payload in items:
         code = item_warehouse_code(getattr(item, "warehouse", None))
+        level = {name: payload[name] for name in _KEPT_FIELDS if name in payload}
         kept[code] = KeptItem(
-            code, payload, posted_at=posted_at, request_id=request_id, seen_at=now
+            code, level, posted_at=posted_at, request_id=request_id, seen_at=now
         ).stored()
     return kept

@@ -16,9 +16,10 @@ and `open_booked_reservations` of that commit), one warehouse on both sides. Sce
 request timed on both sides, the order of each pair swapping from one to the next:
 
 - `single-item sync`, `place 3 lines`, `stock query`: as `shop_http.py`'s latency scenario;
-- `batch, nothing to consume` and `batch consuming N`: a 5000-item batch with a new document
-  time and new levels, the second after N booked reservations were opened (untimed) on that
-  side, all of which it must consume;
+- `batch, nothing to consume`, `batch consuming N` and `batch, a tenth unknown keys`: the
+  connector's 5000-item batch (a `request_id`, a new document time, new levels); the second
+  after N booked reservations were opened (untimed) on that side, all of which it must
+  consume; in the third a tenth of the keys are of no product (pending keys seen again);
 - `orders/s, one product` and `orders/s, own products`: `shop_http.py`'s contention, each
   burst of client threads against one side, then the other.
 
@@ -270,15 +271,20 @@ def main() -> None:
         posted = itertools.count()
         quantity = itertools.count(100)
         consuming = f"batch consuming {args.reservations}"
+        batches = ["batch, nothing to consume", consuming, "batch, a tenth unknown keys"]
         for i in range(-1, args.batch_pairs):
-            for with_reservations in (i % 2 == 0, i % 2 == 1):
+            for kind in batches[i % 3 :] + batches[: i % 3]:
                 step = next(posted)
                 booked = posted_base + timedelta(seconds=2 * step)
                 body = batch_body(
-                    products, next(quantity), posted_at=(booked + timedelta(seconds=1)).isoformat()
+                    products,
+                    next(quantity),
+                    unknown_share=0.1 if kind.endswith("unknown keys") else 0.0,
+                    request_id=f"AB-{step:05d}",
+                    posted_at=(booked + timedelta(seconds=1)).isoformat(),
                 )
                 for side in pairs(i):
-                    if with_reservations:
+                    if kind == consuming:
                         side.ask(do="open", count=args.reservations, booked_at=booked.isoformat())
                     gc.collect()
                     elapsed = timed(
@@ -287,8 +293,7 @@ def main() -> None:
                     left = side.ask(do="left")
                     if left:
                         raise SystemExit(f"{side.name}: {left} reservation(s) left open")
-                    scenario = consuming if with_reservations else "batch, nothing to consume"
-                    record(scenario, side.name, elapsed, i >= 0)
+                    record(kind, side.name, elapsed, i >= 0)
 
         hot = 3 * quarter
         for side in sides.values():  # the hot product's units for every burst
