@@ -370,7 +370,6 @@ def bulk_insert_rows(
             )
 
 
-
 def prepared_cursor():
     """A cursor for a statement whose planning costs more than its running, on a hot path:
     bound on the server, so that its text is the same whatever its values, and prepared by

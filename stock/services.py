@@ -480,20 +480,29 @@ def levels_alone(warehouse_id: int | None = None) -> bool:
     items all name the warehouse tell an unchanged level by its product's figure; otherwise the
     figure is a sum, which an item's level may equal while the level itself changes.
 
-    One query: the other warehouses' levels are looked up warehouse by warehouse (an index
-    probe each, whatever the number of levels)."""
+    One query, two index probes whatever the number of levels (`_other_levels`)."""
     q = connection.ops.quote_name
     warehouses = q(Warehouse._meta.db_table)
-    levels = q(StockLevel._meta.db_table)
     chosen = "w.id = %s" if warehouse_id else "w.code = %s"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT w.sells AND NOT EXISTS (SELECT 1 FROM {warehouses} AS o JOIN {levels} AS l "
-            f"ON l.warehouse_id = o.id WHERE o.id <> w.id) FROM {warehouses} AS w WHERE {chosen}",
+            f"SELECT w.sells AND NOT {_other_levels()} FROM {warehouses} AS w WHERE {chosen}",
             [warehouse_id or settings.DEFAULT_WAREHOUSE],
         )
         found = cursor.fetchone()
     return bool(found and found[0])
+
+
+def _other_levels() -> str:
+    """Whether a warehouse other than `w` holds any level, as SQL: the smallest and the largest
+    warehouse of all levels, each read from the end of the warehouse index. A join or an
+    EXISTS would let the planner scan every level in search of one that is not there (a new
+    warehouse holds none: 3 ms for 5000 levels, and it grows with the catalogue)."""
+    levels = connection.ops.quote_name(StockLevel._meta.db_table)
+    return (
+        f"COALESCE((SELECT MIN(warehouse_id) FROM {levels}) <> w.id "
+        f"OR (SELECT MAX(warehouse_id) FROM {levels}) <> w.id, FALSE)"
+    )
 
 
 def levels_for_sync(
@@ -568,8 +577,8 @@ def _levels_statement(
 ) -> tuple[int, bool, bool]:
     """Set each level in the warehouse (the default one) from `relation` (`v`: `id`, the
     product, and `quantity`) and record each change: one statement, which also answers the
-    warehouse's id, whether it sells and whether another warehouse holds any level (looked up
-    warehouse by warehouse: a few index probes, whatever the catalogue's size)."""
+    warehouse's id, whether it sells and whether another warehouse holds any level
+    (`_other_levels`)."""
     q = connection.ops.quote_name
     levels = q(StockLevel._meta.db_table)
     warehouses = q(Warehouse._meta.db_table)
@@ -577,8 +586,7 @@ def _levels_statement(
     movement_columns = _movement_columns(constants)
     chosen = "w.id = %(warehouse)s" if warehouse_id else "w.code = %(warehouse)s"
     sql = (
-        f"WITH w AS (SELECT w.id, w.sells, EXISTS (SELECT 1 FROM {warehouses} AS o "
-        f"JOIN {levels} AS l ON l.warehouse_id = o.id WHERE o.id <> w.id) AS others "
+        f"WITH w AS (SELECT w.id, w.sells, {_other_levels()} AS others "
         f"FROM {warehouses} AS w WHERE {chosen}), "
         "old AS (SELECT v.id AS product_id, v.quantity, w.id AS warehouse_id, "
         "l.id AS level_id, l.quantity AS before, l.posted_at AS held_at "

@@ -526,12 +526,17 @@ _PENDING_ITEMS = (
     ") AS kept)"
 )
 _PENDING_ITEMS_SQL = {
-    "postgresql": _PENDING_ITEMS.format(
+    # A call without a document time replaces the items of the warehouses it names, whatever
+    # their times: PostgreSQL's `||` does it without taking the items apart.
+    "postgresql": "CASE WHEN excluded.posted_at IS NULL "
+    "THEN {table}.warehouse_items || excluded.warehouse_items ELSE "
+    + _PENDING_ITEMS.format(
         merge="jsonb_object_agg",
         each="jsonb_each",
         old_time="(o.value ->> 'posted_at')",
         new_time="(n.value ->> 'posted_at')",
-    ),
+    )
+    + " END",
     # json(): the value is an object, not a text to quote.
     "sqlite": _PENDING_ITEMS.format(
         merge="json_group_object",

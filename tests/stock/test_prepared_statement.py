@@ -19,7 +19,7 @@ def _plans() -> tuple[int, int]:
         cursor.execute(
             "SELECT COALESCE(SUM(generic_plans), 0), COALESCE(SUM(custom_plans), 0) "
             "FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["%INSERT INTO \"stock_stocklevel\"%"],
+            ['%INSERT INTO "stock_stocklevel"%'],
         )
         generic, custom = cursor.fetchone()
     return int(generic), int(custom)
