@@ -498,10 +498,13 @@ def _other_levels() -> str:
     warehouse of all levels, each read from the end of the warehouse index. A join or an
     EXISTS would let the planner scan every level in search of one that is not there (a new
     warehouse holds none: 3 ms for 5000 levels, and it grows with the catalogue)."""
-    levels = connection.ops.quote_name(StockLevel._meta.db_table)
+    q = connection.ops.quote_name
+    levels = q(StockLevel._meta.db_table)
+    # With no other warehouse the probes are not run at all.
     return (
-        f"COALESCE((SELECT MIN(warehouse_id) FROM {levels}) <> w.id "
-        f"OR (SELECT MAX(warehouse_id) FROM {levels}) <> w.id, FALSE)"
+        f"(EXISTS (SELECT 1 FROM {q(Warehouse._meta.db_table)} AS o WHERE o.id <> w.id) "
+        f"AND COALESCE((SELECT MIN(warehouse_id) FROM {levels}) <> w.id "
+        f"OR (SELECT MAX(warehouse_id) FROM {levels}) <> w.id, FALSE))"
     )
 
 
