@@ -526,9 +526,12 @@ _PENDING_ITEMS = (
     ") AS kept)"
 )
 _PENDING_ITEMS_SQL = {
-    # A call without a document time replaces the items of the warehouses it names, whatever
-    # their times: PostgreSQL's `||` does it without taking the items apart.
-    "postgresql": "CASE WHEN excluded.posted_at IS NULL "
+    # Where no kept item is later than the call's item for its warehouse (always, for a call
+    # without a document time), the call's items replace theirs: PostgreSQL's `||` does it
+    # without taking both sides apart.
+    "postgresql": "CASE WHEN excluded.posted_at IS NULL OR NOT EXISTS (SELECT 1 FROM "
+    "jsonb_each({table}.warehouse_items) AS o WHERE (o.value ->> 'posted_at') > "
+    "(excluded.warehouse_items -> o.key ->> 'posted_at')) "
     "THEN {table}.warehouse_items || excluded.warehouse_items ELSE "
     + _PENDING_ITEMS.format(
         merge="jsonb_object_agg",
