@@ -54,6 +54,18 @@ def server_of(root: Path, env: dict[str, str], key: str, workers: int):
         over_http.ROOT = previous
 
 
+def database_and_old_checkout(old: Path) -> tuple[str, Path]:
+    """DATABASE_URL (a PostgreSQL database of the benchmark's own) and the other checkout's
+    root, or the reason the A/B cannot run."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
+    old_root = old.resolve()
+    if not (old_root / "manage.py").exists():
+        raise SystemExit(f"{old_root} is not a checkout of the project")
+    return url, old_root
+
+
 def post(server: over_http.Server, body: bytes) -> float:
     started = time.perf_counter()
     status, headers, payload = server.request("POST", over_http.SYNC, body)
@@ -82,12 +94,7 @@ def main() -> None:
     )
     parser.add_argument("--no-request-id", action="store_true", help="requests without one")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
-    old_root = args.old.resolve()
-    if not (old_root / "manage.py").exists():
-        raise SystemExit(f"{old_root} is not a checkout of the project")
+    url, old_root = database_and_old_checkout(args.old)
     recreate_database(url)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")

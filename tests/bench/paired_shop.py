@@ -73,7 +73,6 @@ import gc
 import itertools
 import statistics
 import subprocess
-import threading
 import time
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -83,9 +82,17 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.over_http import ITEM, SYNC, Server  # noqa: E402
-from tests.bench.paired_http import server_of  # noqa: E402
+from tests.bench.paired_http import database_and_old_checkout, server_of  # noqa: E402
 from tests.bench.run import batch_body, full_item, recreate_database  # noqa: E402
-from tests.bench.shop_http import ORDERS, PLENTY, STOCK_QUERY, ean, order_body, stock_code  # noqa: E402
+from tests.bench.shop_http import (  # noqa: E402
+    ORDERS,
+    PLENTY,
+    STOCK_QUERY,
+    clients,
+    ean,
+    order_body,
+    stock_code,
+)
 
 
 class Side:
@@ -145,32 +152,6 @@ def timed(call) -> float:
     return time.perf_counter() - started
 
 
-def clients(side: Side, targets: list[int], orders_each: int) -> float:
-    """Orders per second of one client thread per target, each placing `orders_each`."""
-    errors: list[str] = []
-    start = threading.Barrier(len(targets) + 1)
-
-    def client(index: int) -> None:
-        start.wait()
-        try:
-            for _ in range(orders_each):
-                side.place([index])
-        except SystemExit as exc:
-            errors.append(str(exc))
-
-    threads = [threading.Thread(target=client, args=(t,)) for t in targets]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
-    if errors:
-        raise SystemExit(f"{len(errors)} client(s) failed, first: {errors[0]}")
-    return len(targets) * orders_each / elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", type=Path, required=True, help="the other checkout's root")
@@ -184,12 +165,7 @@ def main() -> None:
     parser.add_argument("--query-keys", type=int, default=100)
     parser.add_argument("--workers", type=int, default=None, help="gunicorn workers of each")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        raise SystemExit("set DATABASE_URL to a PostgreSQL database of the benchmark's own")
-    old_root = args.old.resolve()
-    if not (old_root / "manage.py").exists():
-        raise SystemExit(f"{old_root} is not a checkout of the project")
+    url, old_root = database_and_old_checkout(args.old)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
     import django
@@ -311,7 +287,10 @@ def main() -> None:
             ):
                 for side in pairs(i):
                     record(
-                        scenario, side.name, clients(side, targets, args.orders_per_client), i >= 0
+                        scenario,
+                        side.name,
+                        clients(side.place, targets, args.orders_per_client),
+                        i >= 0,
                     )
     for side in sides.values():
         side.close()

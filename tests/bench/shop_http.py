@@ -226,28 +226,7 @@ class ShopBench:
         return throughput
 
     def _clients(self, targets: list[int]) -> float:
-        errors: list[str] = []
-        start = threading.Barrier(len(targets) + 1)
-
-        def client(product_index: int) -> None:
-            start.wait()
-            try:
-                for _ in range(self.sizes.orders_per_client):
-                    self.place([product_index])
-            except SystemExit as exc:
-                errors.append(str(exc))
-
-        threads = [threading.Thread(target=client, args=(t,)) for t in targets]
-        for thread in threads:
-            thread.start()
-        start.wait()
-        started = time.perf_counter()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-        if errors:
-            raise SystemExit(f"{len(errors)} client(s) failed, first: {errors[0]}")
-        return len(targets) * self.sizes.orders_per_client / elapsed
+        return clients(self.place, targets, self.sizes.orders_per_client)
 
     def consumption(self) -> dict[str, list[float]]:
         """A full batch consuming booked reservations, against the same batch without them."""
@@ -274,6 +253,33 @@ class ShopBench:
                 if i >= 0:
                     times[name].append(elapsed)
         return times
+
+
+def clients(place, targets: list[int], orders_each: int) -> float:
+    """Orders per second of one client thread per target product, each calling `place([t])`
+    `orders_each` times, all started together."""
+    errors: list[str] = []
+    start = threading.Barrier(len(targets) + 1)
+
+    def client(product_index: int) -> None:
+        start.wait()
+        try:
+            for _ in range(orders_each):
+                place([product_index])
+        except SystemExit as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise SystemExit(f"{len(errors)} client(s) failed, first: {errors[0]}")
+    return len(targets) * orders_each / elapsed
 
 
 # -- set-up, in this process (untimed) ---------------------------------------------------------
