@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from catalog.models import REQUEST_ID_MAX_LENGTH, Product, SyncAudit
+from core.indexes import AppendOrderIndex
 
 WAREHOUSE_CODE_MAX_LENGTH = 32
 WAREHOUSE_CODE_PATTERN = r"^[A-Za-z0-9._-]{1,32}\Z"
@@ -172,8 +173,9 @@ class StockMovement(models.Model):
         UNBOOKING = "unbooking", "Unbooking"
 
     # No database-level foreign keys, as for the history: a sync writes thousands at once.
-    # Indexed with the time (the product page's question); a movement is never looked up by
-    # its warehouse or order alone.
+    # Indexed by product with the time (the product page's question), by time (the list of all
+    # movements, newest first) and by sync call (block ranges, see Meta); a movement is never
+    # looked up by its warehouse or order alone.
     product = models.ForeignKey(
         Product,
         on_delete=models.CASCADE,
@@ -201,6 +203,7 @@ class StockMovement(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
         db_constraint=False,
+        db_index=False,
     )
     request_id = models.CharField(
         max_length=REQUEST_ID_MAX_LENGTH, null=True, blank=True, verbose_name="request ID"
@@ -221,7 +224,12 @@ class StockMovement(models.Model):
 
     class Meta:
         ordering = ("-created_at", "-id")
-        indexes = (models.Index(fields=("product", "-created_at"), name="stock_movement_product"),)
+        indexes = (
+            models.Index(fields=("product", "-created_at"), name="stock_movement_product"),
+            # A sync writes up to thousands at once, all of one call: the block ranges that hold
+            # a call's movements are what its audit's page and the audit's purge look up.
+            AppendOrderIndex(fields=("sync_audit",), name="stock_movement_sync_audit"),
+        )
 
     def __str__(self) -> str:
         return f"{self.product_id}@{self.warehouse_id} {self.kind} {self.before}→{self.after}"

@@ -359,7 +359,7 @@ def _level_writes(movement_columns: str, constants: Mapping) -> str:
         f"recorded AS (INSERT INTO {movements} ({movement_columns}) "
         f"SELECT product_id, warehouse_id, %(kind)s::{_cast('kind')}, before, quantity, "
         + ", ".join(f"%({name})s::{_cast(name)}" for name in constants)
-        + " FROM old WHERE before IS DISTINCT FROM quantity ORDER BY product_id, warehouse_id)"
+        + " FROM old WHERE before IS DISTINCT FROM quantity)"
     )
 
 
