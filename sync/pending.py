@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 import pydantic
 from django.db import connection, transaction
 from django.db.models import Max
@@ -587,6 +588,8 @@ def pending_record(
     for item, reason in unresolved:
         by_key[item.key].append((item, reason))
     rows = []
+    # What each kept item holds besides its level: the same for every item of the call.
+    kept = KeptItem("", {}, posted_at=posted_at, request_id=request_id, seen_at=now).stored()
     for (ean, stock_code), pairs in sorted(by_key.items()):
         items = [(item, item.payload()) for item, _ in pairs]
         rows.append(
@@ -595,9 +598,9 @@ def pending_record(
                 stock_code,
                 pairs[0][1],
                 PendingProduct.State.OPEN,
-                json.dumps(_key_payload([payload for _, payload in items]), ensure_ascii=False),
+                _json_text(_key_payload([payload for _, payload in items])),
                 posted_at,
-                json.dumps(_kept_items(items, request_id, now, posted_at), ensure_ascii=False),
+                _json_text(_kept_items(items, kept)),
                 now,
                 now,
                 1,
@@ -625,15 +628,24 @@ def _key_payload(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _kept_items(
-    items: Sequence[tuple[Any, dict[str, Any]]], request_id: str | None, now, posted_at
+    items: Sequence[tuple[Any, dict[str, Any]]], stored: dict[str, Any]
 ) -> dict[str, Any]:
     """The call's item (its key and level) for each warehouse, as
-    `PendingProduct.warehouse_items` keeps them."""
+    `PendingProduct.warehouse_items` keeps them (`stored`: a `KeptItem.stored()` of the call,
+    its time, request and when seen, which each item's level completes)."""
     kept = {}
     for item, payload in items:
         code = item_warehouse_code(getattr(item, "warehouse", None))
         level = {name: payload[name] for name in _KEPT_FIELDS if name in payload}
-        kept[code] = KeptItem(
-            code, level, posted_at=posted_at, request_id=request_id, seen_at=now
-        ).stored()
+        kept[code] = {**stored, "payload": level}
     return kept
+
+
+def _json_text(value: Any) -> str:
+    """JSON text of plain data (an item's payload): orjson's, ten times as fast as json's for
+    the hundreds of keys a batch may leave pending; json's for what orjson refuses (an integer
+    beyond 64 bits)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False)

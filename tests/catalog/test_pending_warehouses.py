@@ -20,6 +20,7 @@ from catalog.schemas import ProductItem
 from stock.models import StockLevel, StockMovement, Warehouse
 from stock.services import Source, levels_set, warehouse_save
 from sync.pending import (
+    _json_text,
     pending_close_for_synced,
     pending_create_products,
     pending_record,
@@ -441,3 +442,16 @@ def test_export_pending_writes_a_row_per_key_and_warehouse_and_it_loads_back(tmp
     assert {code: q for code, (q, _) in levels(first).items()} == {"MAIN": 4, "B2": 7}
     assert (first.shop_quantity, first.name) == (11, "Ice Grip")
     assert Product.objects.get(stock_code="K-2").shop_quantity == 3
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"name": 'Žiema ₿ "quoted" \\ tab\t', "shop_quantity": 5, "weight_kg": 5.25},
+        {"MAIN": {"payload": {"stock_code": "X"}, "posted_at": None, "request_id": None}},
+        {"shop_quantity": 2**70},  # beyond orjson's 64 bits: json's text
+    ],
+    ids=["text", "kept", "huge"],
+)
+def test_a_pending_keys_json_reads_back_as_the_value_it_was(value):
+    assert json.loads(_json_text(value)) == value
