@@ -922,18 +922,16 @@ def reservations_consume(
     figures from `document_time`: the open reservations pinned there and booked at or before it
     are in those figures now. Returns how many."""
     applied = set(product_ids)
+    if not applied:
+        return 0
     warehouse_id = warehouse_id or default_warehouse_id()
-    booked = Reservation.objects.filter(
-        state=State.OPEN,
-        warehouse_id=warehouse_id,
-        booked_at__isnull=False,
-        booked_at__lte=document_time,
+    # A single item or a small batch asks for its own products' reservations (the partial
+    # index of open ones by product), however many other orders wait to be consumed.
+    booked = _booked_open(
+        warehouse_id,
+        document_time,
+        product_ids=applied if len(applied) <= _PRODUCTS_ASKED_BY_ID else None,
     )
-    if len(applied) <= _PRODUCTS_ASKED_BY_ID:
-        # A single item or a small batch asks for its own products' reservations (the partial
-        # index of open ones by product), however many other orders wait to be consumed.
-        booked = booked.filter(product_id__in=applied)
-    booked = list(booked.values_list("pk", "product_id"))
     if not booked:
         return 0
     consumed = [(pk, product_id) for pk, product_id in booked if product_id in applied]
@@ -958,6 +956,28 @@ def reservations_consume(
     ).update(state=State.CONSUMED, changed_at=now, sync_audit_id=audit_id, cause=cause)
     _recount({(product_id, warehouse_id) for _, product_id in consumed}, source=source, now=now)
     return count
+
+
+def _booked_open(
+    warehouse_id: int, document_time: datetime, *, product_ids: set[int] | None
+) -> list[tuple[int, int]]:
+    """(id, product_id) of the open reservations pinned to the warehouse and booked at or
+    before `document_time` (of `product_ids` only, when given). Written out: Django took
+    0.3 ms to build this query, about a twentieth of a single item's sync, against 0.1 ms for
+    the database to answer it."""
+    q = connection.ops.quote_name
+    sql = (
+        f"SELECT id, product_id FROM {q(Reservation._meta.db_table)} WHERE state = %s "
+        "AND warehouse_id = %s AND booked_at IS NOT NULL AND booked_at <= %s"
+    )
+    params = [State.OPEN, warehouse_id, connection.ops.adapt_datetimefield_value(document_time)]
+    if product_ids is not None:
+        condition, values = one_of("product_id", sorted(product_ids))
+        sql += f" AND {condition}"
+        params += values
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _consume_subtracting(

@@ -584,6 +584,8 @@ def pending_record(
     warehouse's unless that one holds a later document time; one sent without a time replaces.
     A call may name one key once per warehouse (`unresolved`: each item, as validated by the
     sync, and why it is pending)."""
+    if not unresolved:
+        return
     by_key: dict[tuple[str, str], list[tuple[Any, str]]] = defaultdict(list)
     for item, reason in unresolved:
         by_key[item.key].append((item, reason))
