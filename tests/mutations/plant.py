@@ -106,14 +106,8 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 RESERVATIONS,
-                "        warehouse_id=warehouse_id,\n"
-                "        booked_at__isnull=False,\n"
-                "        booked_at__lte=document_time,\n"
-                "    )\n",
-                "        warehouse_id=warehouse_id,\n"
-                "        booked_at__isnull=False,\n"
-                "        booked_at__lt=document_time,\n"
-                "    )\n",
+                '"AND warehouse_id = %s AND booked_at IS NOT NULL AND booked_at <= %s"',
+                '"AND warehouse_id = %s AND booked_at IS NOT NULL AND booked_at < %s"',
             ),
         ),
         (CONSUMPTION, CONSUMPTION_MORE, MODEL),
@@ -124,12 +118,8 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 RESERVATIONS,
-                "        warehouse_id=warehouse_id,\n"
-                "        booked_at__isnull=False,\n"
-                "        booked_at__lte=document_time,\n"
-                "    )\n",
-                "        warehouse_id=warehouse_id,\n"
-                "    ).filter(Q(booked_at__isnull=True) | Q(booked_at__lte=document_time))\n",
+                '"AND warehouse_id = %s AND booked_at IS NOT NULL AND booked_at <= %s"',
+                '"AND warehouse_id = %s AND (booked_at IS NULL OR booked_at <= %s)"',
             ),
             Substitution(
                 RESERVATIONS,
@@ -368,10 +358,8 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 RESERVATIONS,
-                "    booked = Reservation.objects.filter(\n"
-                "        state=State.OPEN,\n"
-                "        warehouse_id=warehouse_id,\n",
-                "    booked = Reservation.objects.filter(\n        state=State.OPEN,\n",
+                '"AND warehouse_id = %s AND booked_at IS NOT NULL AND booked_at <= %s"',
+                '"AND %s IS NOT NULL AND booked_at IS NOT NULL AND booked_at <= %s"',
             ),
         ),
         (WAREHOUSES, MODEL_WAREHOUSES),
