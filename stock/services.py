@@ -433,17 +433,19 @@ def levels_from_table(
     table: str,
     *,
     quantity_column: str,
+    held_column: str,
     source: Source,
     now: datetime,
     posted_at: datetime | None,
     warehouse_id: int | None = None,
 ) -> int:
     """`levels_set` for the many products of a sync on PostgreSQL, run just before the sync
-    updates those products from its temporary table `table` (`id`, and the new level in
-    `quantity_column`): each level is changed and each change recorded in one statement,
-    without the values travelling back and forth; the levels that do not exist yet are
-    inserted and recorded by a second one, run only when the first changed fewer levels than
-    the table has rows. Returns the warehouse's id.
+    updates those products from its temporary table `table` (`id`, the new level in
+    `quantity_column`, and in `held_column` the product's `shop_quantity` as its locked row
+    holds it, which must be its level in the warehouse: `levels_alone`): each level is changed
+    and each change recorded in one statement, without the values travelling back and forth;
+    the levels that do not exist yet are inserted and recorded by a second one, run only when
+    the first changed fewer levels than the table has rows. Returns the warehouse's id.
 
     The product row is written once: the caller's update writes `quantity_column` as each
     product's `shop_quantity`, which this sets to the sum of the product's selling levels
@@ -469,19 +471,20 @@ def levels_from_table(
         **constants,
     }
     chosen = "w.id = %(warehouse)s" if warehouse_id else "w.code = %(warehouse)s"
-    # The level as it was (`o`, joined again: an UPDATE returns only the new row) gives each
-    # movement's `before`. Joining the table to the levels once, for all three writes (a
-    # common table of every product's old level), took a fifth longer.
+    # A movement's `before` is the product's figure, which is the level's: an UPDATE returns
+    # only the new row, and joining the levels again for the old one, or the table to the
+    # levels once for all three writes, took a fifth longer.
     cursor.execute(
         f"WITH w AS (SELECT w.id, w.sells, {_other_levels()} AS others "
         f"FROM {warehouses} AS w WHERE {chosen}), "
         f"changed AS (UPDATE {levels} AS l SET quantity = v.{column}, "
         "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
-        f"FROM {table} AS v CROSS JOIN w JOIN {levels} AS o "
-        "ON o.product_id = v.id AND o.warehouse_id = w.id "
-        f"WHERE l.id = o.id AND (o.quantity IS DISTINCT FROM v.{column} OR "
-        "(%(posted_at)s IS NOT NULL AND o.posted_at IS DISTINCT FROM %(posted_at)s)) "
-        "RETURNING l.product_id, l.warehouse_id, o.quantity AS before, l.quantity AS after), "
+        f"FROM {table} AS v CROSS JOIN w "
+        "WHERE l.product_id = v.id AND l.warehouse_id = w.id "
+        f"AND (l.quantity IS DISTINCT FROM v.{column} OR (%(posted_at)s IS NOT NULL "
+        "AND l.posted_at IS DISTINCT FROM %(posted_at)s)) "
+        f"RETURNING l.product_id, l.warehouse_id, v.{q(held_column)} AS before, "
+        "l.quantity AS after), "
         f"recorded AS ({recorded} FROM changed WHERE before IS DISTINCT FROM after) "
         f"SELECT id, sells, others, (SELECT COUNT(*) FROM changed), "
         f"(SELECT COUNT(*) FROM {table}) FROM w",
@@ -495,6 +498,7 @@ def levels_from_table(
             cursor,
             table,
             quantity_column=quantity_column,
+            held_column=held_column,
             source=source,
             now=now,
             posted_at=posted_at,

@@ -26,7 +26,13 @@ from catalog.schemas import (
     ProductItem,
     SyncContext,
 )
-from core.bulk import COPY_THRESHOLD, bulk_insert_rows, bulk_update_rows, uses_copy
+from core.bulk import (
+    COPY_THRESHOLD,
+    bulk_insert_rows,
+    bulk_update_rows,
+    previous_column,
+    uses_copy,
+)
 from core.problems import Problem
 from core.retry import run_with_retry
 from stock.models import StockMovement
@@ -551,10 +557,13 @@ def _history_and_levels(
     to `found_in`."""
     if history is not None:
         history_from_table(cursor, table, constants=history)
+    quantity = Product._meta.get_field("shop_quantity")
     found = levels_from_table(
         cursor,
         table,
-        quantity_column=Product._meta.get_field("shop_quantity").column,
+        quantity_column=quantity.column,
+        # Each product's figure is its level here: `_apply` asked `levels_alone` first.
+        held_column=previous_column(quantity),
         source=stock,
         now=now,
         posted_at=stock.posted_at,

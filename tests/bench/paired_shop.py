@@ -20,6 +20,12 @@ request timed on both sides, the order of each pair swapping from one to the nex
   connector's 5000-item batch (a `request_id`, a new document time, new levels); the second
   after N booked reservations were opened (untimed) on that side, all of which it must
   consume; in the third a tenth of the keys are of no product (pending keys seen again);
+- run.py's other batches (`--document-pairs`): `prices move` (a new quantity and new prices
+  for every item), `nothing changes` (the items and time of a batch just applied, untimed,
+  under a new `request_id`), `dry run`, `idempotent replay` (a batch just applied, sent
+  again), `half stale` (every second product holding a later document, set untimed) and
+  `closes N pending keys` (an open key without EAN for every product's stock code, made
+  untimed);
 - `orders/s, one product` and `orders/s, own products`: `shop_http.py`'s contention, each
   burst of client threads against one side, then the other.
 
@@ -44,9 +50,10 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--side":
     import django
 
     django.setup()
-    from datetime import datetime
+    from datetime import UTC, datetime
 
     from tests.bench import shop_http
+    from tests.bench.run import full_item
 
     for line in sys.stdin:
         command = json.loads(line)
@@ -65,6 +72,35 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--side":
             )
         elif command["do"] == "left":
             answer = shop_http.open_reservation_count()
+        elif command["do"] in ("stale", "fresh"):
+            # Every second product holds a later document (its level too, where levels are),
+            # or no document time again.
+            from catalog.models import Product
+
+            codes = [shop_http.stock_code(i) for i in range(1, command["products"], 2)]
+            held = datetime(2099, 1, 1, tzinfo=UTC) if command["do"] == "stale" else None
+            Product.objects.filter(stock_code__in=codes).update(posted_at=held)
+            try:
+                from stock.models import StockLevel
+            except ImportError:  # a checkout from before the stock app
+                pass
+            else:
+                StockLevel.objects.filter(product__stock_code__in=codes).update(posted_at=held)
+        elif command["do"] == "pending":
+            # An open key without EAN for every product's stock code (unknown or ambiguous
+            # before): the next batch closes one per item, as run.py's scenario.
+            from catalog.models import PendingProduct
+
+            PendingProduct.objects.filter(stock_code__startswith="BENCH-").delete()
+            PendingProduct.objects.bulk_create(
+                PendingProduct(
+                    stock_code=shop_http.stock_code(i),
+                    ean="",
+                    reason=PendingProduct.Reason.UNKNOWN,
+                    payload=full_item(i, 1),
+                )
+                for i in range(command["products"])
+            )
         print(json.dumps(answer), flush=True)
     raise SystemExit(0)
 
@@ -159,6 +195,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=200, help="latency pairs of each kind")
     parser.add_argument("--batch-pairs", type=int, default=11)
     parser.add_argument("--reservations", type=int, default=1000)
+    parser.add_argument(
+        "--document-pairs", type=int, default=11, help="pairs of each of run.py's other batches"
+    )
     parser.add_argument("--contention-pairs", type=int, default=4)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--orders-per-client", type=int, default=4)
@@ -269,6 +308,50 @@ def main() -> None:
                     left = side.ask(do="left")
                     if left:
                         raise SystemExit(f"{side.name}: {left} reservation(s) left open")
+                    record(kind, side.name, elapsed, i >= 0)
+
+        # run.py's other documents, request by request (each a 5000-item batch with a
+        # request_id and a new document time unless said otherwise).
+        documents = [
+            "batch, prices move",
+            "batch, nothing changes",
+            "batch, dry run",
+            "batch, idempotent replay",
+            "batch, half stale",
+            f"batch, closes {products} pending keys",
+        ]
+        for i in range(-1, args.document_pairs):
+            for kind in documents[i % len(documents) :] + documents[: i % len(documents)]:
+                step = next(posted)
+                at = (posted_base + timedelta(seconds=2 * step + 1)).isoformat()
+                body = batch_body(
+                    products,
+                    next(quantity),
+                    request_id=f"AB-{step:05d}",
+                    posted_at=at,
+                    prices_move=kind.endswith("prices move"),
+                )
+                path = SYNC
+                if kind.endswith(("nothing changes", "replay")):
+                    # Applied first (untimed); then the same items and time again under a
+                    # new request_id (nothing to write), or the same request (its answer).
+                    for side in sides.values():
+                        side.expect(side.partner, "POST", SYNC, body, 200)
+                    if kind.endswith("nothing changes"):
+                        body = body.replace(b'"AB-', b'"AB-again-')
+                elif kind.endswith("dry run"):
+                    path = SYNC + "?dry_run=true"
+                for side in pairs(i):
+                    if kind.endswith("half stale"):
+                        side.ask(do="stale", products=products)
+                    elif kind.endswith("pending keys"):
+                        side.ask(do="pending", products=products)
+                    gc.collect()
+                    elapsed = timed(
+                        lambda s=side, b=body, p=path: s.expect(s.partner, "POST", p, b, 200)
+                    )
+                    if kind.endswith("half stale"):
+                        side.ask(do="fresh", products=products)
                     record(kind, side.name, elapsed, i >= 0)
 
         hot = 3 * quarter
