@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 import pydantic
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
 from django.db.models.expressions import RawSQL
@@ -33,7 +34,7 @@ from catalog.models import (
     SyncAudit,
 )
 from catalog.schemas import TRACKED_FIELDS, ProductItem
-from core.bulk import bulk_insert_rows, bulk_update_rows
+from core.bulk import bulk_insert_rows, bulk_update_rows, one_of
 from core.locks import lock_names
 from stock.models import StockLevel, StockMovement
 from stock.services import Source, item_warehouse_code, levels_set, warehouses_by_code
@@ -451,6 +452,20 @@ def _apply_other_warehouses(
         # Any warehouse with a level may be one the sync just wrote.
         synced_in[product_id].add(code)
     pks = sorted(closed)
+    named = {frozenset(synced_in[product_pk]) for product_pk in closed.values()}
+    if (
+        connection.vendor == "postgresql"
+        and len(named) == 1
+        and len(only := next(iter(named))) == 1
+    ):
+        # Every product was synced in one warehouse (a connector's usual batch): the database
+        # picks the keys that kept an item for another one, without sending every key's codes.
+        (code,) = only
+        loaded = _kept_elsewhere(pks, code)
+        for pending in PendingProduct.objects.filter(pk__in=loaded).order_by("pk"):
+            product_pk = closed[pending.pk]
+            _apply_kept_levels(product_pk, pending, now=now, skip=synced_in[product_pk])
+        return
     for start in range(0, len(pks), _CLOSED_CHUNK):
         # Which warehouses each key kept an item for, read without the items: a key kept from
         # before the warehouses holds its payload alone, for the warehouse the payload names.
@@ -471,6 +486,25 @@ def _apply_other_warehouses(
         for pending in PendingProduct.objects.filter(pk__in=loaded).order_by("pk"):
             product_pk = closed[pending.pk]
             _apply_kept_levels(product_pk, pending, now=now, skip=synced_in[product_pk])
+
+
+def _kept_elsewhere(pks: list[int], code: str) -> list[int]:
+    """Which of these keys kept an item for a warehouse other than `code` (PostgreSQL): a key
+    kept from before the warehouses holds its payload alone, for the warehouse the payload
+    names (`_codes` and `item_warehouse_code`, in SQL). The ids travel as one parameter."""
+    q = connection.ops.quote_name
+    items = q(PendingProduct._meta.get_field("warehouse_items").column)
+    payload = q(PendingProduct._meta.get_field("payload").column)
+    chosen, values = one_of("id", pks)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {q(PendingProduct._meta.db_table)} WHERE {chosen} AND "
+            f"CASE WHEN jsonb_typeof({items}) = 'object' AND {items} <> '{{}}'::jsonb "
+            f"THEN ({items} - %s) <> '{{}}'::jsonb "
+            f"ELSE COALESCE(NULLIF({payload} ->> 'warehouse', ''), %s) <> %s END",
+            [*values, code, settings.DEFAULT_WAREHOUSE, code],
+        )
+        return [pk for (pk,) in cursor.fetchall()]
 
 
 def _kept_codes() -> RawSQL:

@@ -328,6 +328,30 @@ class TestResolution:
         assert movements(product) == {("B2", None, 7, T1, "DOC-1")}
         assert {m[0] for m in movements(product, StockMovement.Reason.SYNC)} == {"MAIN"}
 
+    @pytest.mark.parametrize("named", ["B2", "MAIN", None])
+    def test_a_key_that_holds_its_payload_alone_gives_the_warehouse_it_names(self, named):
+        # A key kept from before the warehouses: no items by warehouse, its payload alone.
+        payload = {
+            "stock_code": "K-1",
+            "status": "active",
+            "shop_quantity": 7,
+            "catalog_price": 100,
+            "eshop_price": 90,
+        }
+        if named is not None:
+            payload["warehouse"] = named
+        PendingProductFactory(stock_code="K-1", ean="", payload=payload, warehouse_items={})
+        product = ProductFactory(stock_code="K-1", ean=EAN, shop_quantity=0)
+
+        with transaction.atomic():
+            closed = pending_close_for_synced(
+                applied=1, matched=lambda: [(EAN, "K-1", product.pk, None)], now=timezone.now()
+            )
+
+        assert closed == 1
+        expected = {"MAIN": 0, "B2": 7} if named == "B2" else {"MAIN": 0}
+        assert {code: q for code, (q, _) in levels(product).items()} == expected
+
     def test_a_sync_for_another_warehouse_leaves_that_one_to_the_sync(self):
         record(item("K-1", 4, ean=EAN), item("K-1", 7, "B2", ean=EAN))
         product = ProductFactory(stock_code="K-1", ean=EAN, shop_quantity=0)
