@@ -281,18 +281,13 @@ def _levels_of(
     return rows
 
 
-def levels_held(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
-    """The quantity of each of these (product id, warehouse id) levels that exists."""
-    held = {}
-    by_warehouse: dict[int, list[int]] = {}
-    for product_id, warehouse_id in set(pairs):
-        by_warehouse.setdefault(warehouse_id, []).append(product_id)
-    for warehouse_id, product_ids in by_warehouse.items():
-        held.update(
-            ((product_id, warehouse_id), quantity)
-            for product_id, quantity in _levels_of(warehouse_id, product_ids)
-        )
-    return held
+def levels_held(product_ids: Mapping[int, Iterable[int]]) -> dict[int, dict[int, int]]:
+    """The quantity of each level that exists of these products (by warehouse id), by
+    warehouse id and product id."""
+    return {
+        warehouse_id: dict(_levels_of(warehouse_id, list(set(ids))))
+        for warehouse_id, ids in product_ids.items()
+    }
 
 
 def levels_spread(

@@ -240,11 +240,11 @@ _after_pk = operator.itemgetter(slice(1, None))
 
 
 def field_changes(
-    report: Report, *, codes: Sequence[str], levels: Mapping[tuple[int, str], int]
+    report: Report, *, codes: Sequence[str], levels: Mapping[str, Mapping[int, int]]
 ) -> list[dict[str, Any]]:
     """Every stored value the applied items would change, by index then field order, each with
     the item's warehouse (`codes`, by position): `shop_quantity` as the level of the item's
-    warehouse before (`levels`: by product id and code; null where the product holds none
+    warehouse before (`levels`: by code and product id; null where the product holds none
     there) and after; each product field once, at the product's first item in the batch that
     carries it (an item that applies its level only carries none that applies).
 
@@ -256,16 +256,18 @@ def field_changes(
     pairs = sorted([*report.applied, *report.levels_only], key=lambda pair: index[id(pair[0])])
     # Which product field is listed already: kept only for the products named more than once.
     listed: set[tuple[int, str]] = set()
-    named = Counter(row[0] for _, row in pairs)
+    product_ids = [row[0] for _, row in pairs]
+    named = Counter(product_ids) if len(set(product_ids)) < len(product_ids) else {}
     found = []
     for item, row in pairs:
         position = index[id(item)]
         code = codes[position]
         level_only = id(item) in levels_only
-        shared = named[row[0]] > 1
+        shared = named.get(row[0], 1) > 1
+        held = levels.get(code, {})
         for name, new, old in zip(VALUE_FIELDS, all_values(item), row[VALUES:], strict=True):
             if name == "shop_quantity":
-                old = levels.get((row[0], code))
+                old = held.get(row[0])
             elif level_only or new is None:
                 continue
             elif shared:

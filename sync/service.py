@@ -10,6 +10,7 @@ refusal's row is left by whoever answers it, with the status it answers.
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -590,18 +591,20 @@ def _dry_run(request: _Sync, resolution: Resolution) -> SyncResult:
     )
 
 
-def _levels_held(request: _Sync, found) -> dict[tuple[int, str], int]:
-    """The quantity of the level each applied item names, by product id and warehouse code."""
-    codes = request.warehouses.codes
-    named = {
-        (row[0], codes[found.index[id(item)]]) for item, row in (*found.applied, *found.levels_only)
-    }
-    if not named:
+def _levels_held(request: _Sync, found) -> dict[str, dict[int, int]]:
+    """The quantity of the level each applied item names, by warehouse code and product id."""
+    pairs = (*found.applied, *found.levels_only)
+    if not pairs:
         return {}
     ids = request.warehouses.ids()
+    one = request.warehouses.one
+    if one is not None:
+        # Every item names one warehouse (a connector's usual batch).
+        named = {ids[one]: [row[0] for _, row in pairs]}
+    else:
+        codes, index = request.warehouses.codes, found.index
+        named = defaultdict(list)
+        for item, row in pairs:
+            named[ids[codes[index[id(item)]]]].append(row[0])
     by_id = {pk: code for code, pk in ids.items()}
-    held = levels_held([(product_id, ids[code]) for product_id, code in named])
-    return {
-        (product_id, by_id[warehouse_id]): quantity
-        for (product_id, warehouse_id), quantity in held.items()
-    }
+    return {by_id[warehouse_id]: held for warehouse_id, held in levels_held(named).items()}
