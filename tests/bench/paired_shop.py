@@ -29,6 +29,11 @@ request timed on both sides, the order of each pair swapping from one to the nex
 - `orders/s, one product` and `orders/s, own products`: `shop_http.py`'s contention, each
   burst of client threads against one side, then the other.
 
+Autovacuum may be off on the server (it is on this machine's): before each pair index of
+batches both databases are vacuumed and checkpointed, untimed (`--no-vacuum` leaves them to
+grow), so that the schema that updates more tables does not meet a growing backlog of dead rows
+the other one does not have.
+
 The result per scenario is the ratio of the medians, new / old (above 1: this checkout is
 slower; for orders/s, below 1), with the spread of the pairs' own ratios. `--old .` pairs this
 checkout with itself: the floor of what the harness can resolve on this machine.
@@ -72,6 +77,15 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--side":
             )
         elif command["do"] == "left":
             answer = shop_http.open_reservation_count()
+        elif command["do"] == "vacuum":
+            # What autovacuum keeps in check on a server that runs it (this machine's does
+            # not): the dead rows of the batches before, then their pages written out, so
+            # that no side meets the other's backlog or a checkpoint in a timed request.
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                cursor.execute("VACUUM (ANALYZE)")
+                cursor.execute("CHECKPOINT")
         elif command["do"] in ("stale", "fresh"):
             # Every second product holds a later document (its level too, where levels are),
             # or no document time again.
@@ -203,6 +217,13 @@ def main() -> None:
     parser.add_argument("--orders-per-client", type=int, default=4)
     parser.add_argument("--query-keys", type=int, default=100)
     parser.add_argument("--workers", type=int, default=None, help="gunicorn workers of each")
+    parser.add_argument(
+        "--vacuum",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="VACUUM (ANALYZE) and CHECKPOINT both databases before each pair index of batches "
+        "(untimed), as autovacuum would keep them",
+    )
     args = parser.parse_args()
     url, old_root = database_and_old_checkout(args.old)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -287,7 +308,14 @@ def main() -> None:
         quantity = itertools.count(100)
         consuming = f"batch consuming {args.reservations}"
         batches = ["batch, nothing to consume", consuming, "batch, a tenth unknown keys"]
+
+        def vacuumed() -> None:
+            if args.vacuum:
+                for side in sides.values():
+                    side.ask(do="vacuum")
+
         for i in range(-1, args.batch_pairs):
+            vacuumed()
             for kind in batches[i % 3 :] + batches[: i % 3]:
                 step = next(posted)
                 booked = posted_base + timedelta(seconds=2 * step)
@@ -321,6 +349,7 @@ def main() -> None:
             f"batch, closes {products} pending keys",
         ]
         for i in range(-1, args.document_pairs):
+            vacuumed()
             for kind in documents[i % len(documents) :] + documents[: i % len(documents)]:
                 step = next(posted)
                 at = (posted_base + timedelta(seconds=2 * step + 1)).isoformat()
