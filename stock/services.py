@@ -437,8 +437,9 @@ def levels_from_table(
     """`levels_set` for the many products of a sync on PostgreSQL, run just before the sync
     updates those products from its temporary table `table` (`id`, the new level in
     `quantity_column`, and in `held_column` the product's `shop_quantity` as its locked row
-    holds it, which must be its level in the warehouse: `levels_alone`): each level is changed
-    and each change recorded in one statement, without the values travelling back and forth;
+    holds it: the level's own figure where the warehouse alone holds levels and sells, which
+    then need not be read again): each level is changed and each change recorded in one
+    statement, without the values travelling back and forth;
     the levels that do not exist yet are inserted and recorded by a second one, run only when
     the first changed fewer levels than the table has rows. Returns the warehouse's id.
 
@@ -466,9 +467,9 @@ def levels_from_table(
         **constants,
     }
     chosen = "w.id = %(warehouse)s" if warehouse_id else "w.code = %(warehouse)s"
-    # A movement's `before` is the product's figure, which is the level's: an UPDATE returns
-    # only the new row, and joining the levels again for the old one, or the table to the
-    # levels once for all three writes, took a fifth longer.
+    # An UPDATE returns only the new row; joining the levels again for the old one, or the
+    # table to the levels once for all three writes, took a fifth longer than the product's
+    # figure.
     cursor.execute(
         f"WITH w AS (SELECT w.id, w.sells, {_other_levels()} AS others "
         f"FROM {warehouses} AS w WHERE {chosen}), "
@@ -478,8 +479,11 @@ def levels_from_table(
         "WHERE l.product_id = v.id AND l.warehouse_id = w.id "
         f"AND (l.quantity IS DISTINCT FROM v.{column} OR (%(posted_at)s IS NOT NULL "
         "AND l.posted_at IS DISTINCT FROM %(posted_at)s)) "
-        f"RETURNING l.product_id, l.warehouse_id, v.{q(held_column)} AS before, "
-        "l.quantity AS after), "
+        # Where the warehouse alone holds levels and sells, the product's figure is the level;
+        # elsewhere the level as it was, which every sub-statement's snapshot still holds.
+        f"RETURNING l.product_id, l.warehouse_id, CASE WHEN w.sells AND NOT w.others "
+        f"THEN v.{q(held_column)} ELSE (SELECT o.quantity FROM {levels} AS o "
+        "WHERE o.id = l.id) END AS before, l.quantity AS after), "
         f"recorded AS ({recorded} FROM changed WHERE before IS DISTINCT FROM after) "
         f"SELECT id, sells, others, (SELECT COUNT(*) FROM changed), "
         f"(SELECT COUNT(*) FROM {table}) FROM w",

@@ -563,7 +563,7 @@ def _history_and_levels(
         cursor,
         table,
         quantity_column=quantity.column,
-        # Each product's figure is its level here: `_apply` asked `levels_alone` first.
+        # Each product's figure, its level here where the warehouse alone holds levels.
         held_column=previous_column(quantity),
         source=stock,
         now=now,

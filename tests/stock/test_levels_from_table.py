@@ -77,3 +77,32 @@ def test_a_large_batch_writes_and_records_each_level(api_client, with_time):
                 (5, expected, StockMovement.Kind.QUANTITY)
             ]
             assert moves[0].posted_at == (posted_at if with_time else None)
+
+
+@pytest.mark.postgres
+def test_where_another_warehouse_holds_levels_the_level_gives_its_before(api_client, monkeypatch):
+    from core import bulk
+    from stock.services import Source, levels_set, warehouse_save
+
+    # Through the temporary table even for three items: each moves, so the batch goes the
+    # one-warehouse way, while the products' figures are sums over two warehouses.
+    monkeypatch.setattr(bulk, "COPY_THRESHOLD", 0)
+    branch, _ = warehouse_save("LT-B2")
+    products = [ProductFactory(stock_code=f"LT-S{n}", ean="", shop_quantity=5) for n in range(3)]
+    levels_set(
+        {p.pk: 3 for p in products},
+        source=Source(StockMovement.Reason.STAFF_EDIT, staff_user="test"),
+        now=timezone.now(),
+        warehouse_id=branch.pk,
+    )
+    assert {Product.objects.get(pk=p.pk).shop_quantity for p in products} == {8}
+
+    response = post_sync(
+        api_client, {"products": [item(p.stock_code, shop_quantity=9) for p in products]}
+    )
+
+    assert response.status_code == 200, response.content
+    for product in products:
+        (move,) = StockMovement.objects.filter(product=product, reason=StockMovement.Reason.SYNC)
+        assert (move.before, move.after, move.warehouse_id) == (5, 9, default_warehouse_id())
+        assert Product.objects.get(pk=product.pk).shop_quantity == 12
