@@ -451,25 +451,27 @@ def _apply_other_warehouses(
     ):
         # Any warehouse with a level may be one the sync just wrote.
         synced_in[product_id].add(code)
-    pks = sorted(closed)
-    named = {frozenset(synced_in[product_pk]) for product_pk in closed.values()}
-    if (
-        connection.vendor == "postgresql"
-        and len(named) == 1
-        and len(only := next(iter(named))) == 1
-    ):
-        # Every product was synced in one warehouse (a connector's usual batch): the database
-        # picks the keys that kept an item for another one, without sending every key's codes.
-        (code,) = only
-        loaded = _kept_elsewhere(pks, code)
+    for loaded in _keys_kept_elsewhere(sorted(closed), closed, synced_in):
         for pending in PendingProduct.objects.filter(pk__in=loaded).order_by("pk"):
             product_pk = closed[pending.pk]
             _apply_kept_levels(product_pk, pending, now=now, skip=synced_in[product_pk])
+
+
+def _keys_kept_elsewhere(
+    pks: list[int], closed: dict[int, int], synced_in: dict[int, set[str]]
+) -> Iterable[list[int]]:
+    """The closed keys (in chunks) that kept an item for a warehouse the sync did not name for
+    their product: only those are loaded whole."""
+    synced = {frozenset(synced_in[product_pk]) for product_pk in closed.values()}
+    if connection.vendor == "postgresql" and len(synced) == 1 and len(only := synced.pop()) == 1:
+        # Every product was synced in one warehouse (a connector's usual batch): the database
+        # picks the keys that kept an item for another one, without sending every key's codes.
+        (code,) = only
+        yield _kept_elsewhere(pks, code)
         return
     for start in range(0, len(pks), _CLOSED_CHUNK):
         # Which warehouses each key kept an item for, read without the items: a key kept from
         # before the warehouses holds its payload alone, for the warehouse the payload names.
-        # Only the keys with an item for a warehouse the sync did not name are loaded whole.
         kept_in = (
             PendingProduct.objects.filter(pk__in=pks[start : start + _CLOSED_CHUNK])
             .annotate(
@@ -478,14 +480,11 @@ def _apply_other_warehouses(
             )
             .values_list("pk", "kept", "payload_warehouse")
         )
-        loaded = [
+        yield [
             pk
             for pk, kept, named in kept_in
             if not set(_codes(kept) or [item_warehouse_code(named)]) <= synced_in[closed[pk]]
         ]
-        for pending in PendingProduct.objects.filter(pk__in=loaded).order_by("pk"):
-            product_pk = closed[pending.pk]
-            _apply_kept_levels(product_pk, pending, now=now, skip=synced_in[product_pk])
 
 
 def _kept_elsewhere(pks: list[int], code: str) -> list[int]:
