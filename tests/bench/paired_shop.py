@@ -133,6 +133,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.bench.over_http import ITEM, SYNC, Server  # noqa: E402
 from tests.bench.paired_http import database_and_old_checkout, server_of  # noqa: E402
+from tests.bench.pg_server import own_server, production_settings  # noqa: E402
 from tests.bench.run import batch_body, full_item, recreate_database  # noqa: E402
 from tests.bench.shop_http import (  # noqa: E402
     ORDERS,
@@ -224,8 +225,25 @@ def main() -> None:
         help="VACUUM (ANALYZE) and CHECKPOINT both databases before each pair index of batches "
         "(untimed), as autovacuum would keep them",
     )
+    parser.add_argument(
+        "--own-server",
+        action="store_true",
+        help="both databases on the benchmark's own PostgreSQL server, configured as "
+        "docs/DEPLOYMENT.md says (tests/bench/pg_server.py), instead of DATABASE_URL's",
+    )
     args = parser.parse_args()
     url, old_root = database_and_old_checkout(args.old)
+    if not args.own_server:
+        measure(args, url, old_root)
+        return
+    with own_server() as own:
+        settings = ", ".join(f"{name} {value}" for name, value in production_settings().items())
+        print(f"# the benchmark's own PostgreSQL server (docs/DEPLOYMENT.md): {settings}")
+        measure(args, urlunparse(urlparse(own)._replace(path=urlparse(url).path)), old_root)
+
+
+def measure(args: argparse.Namespace, url: str, old_root: Path) -> None:
+    """Seed both sides, serve them, time every scenario's pairs and print the ratios."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_ALLOW_DEVELOPMENT_SECRET_KEY", "true")
     import django
