@@ -34,6 +34,10 @@ batches both databases are vacuumed and checkpointed, untimed (`--no-vacuum` lea
 grow), so that the schema that updates more tables does not meet a growing backlog of dead rows
 the other one does not have.
 
+`--own-server` puts both databases on the benchmark's own PostgreSQL server, configured as
+docs/DEPLOYMENT.md says (`pg_server.py`): with the shared server's 128 MB of shared_buffers the
+two databases evict each other's pages, and the one with more tables loses more.
+
 The result per scenario is the ratio of the medians, new / old (above 1: this checkout is
 slower; for orders/s, below 1), with the spread of the pairs' own ratios. `--old .` pairs this
 checkout with itself: the floor of what the harness can resolve on this machine.
