@@ -35,8 +35,8 @@ grow), so that the schema that updates more tables does not meet a growing backl
 the other one does not have.
 
 `--own-server` puts both databases on the benchmark's own PostgreSQL server, configured as
-docs/DEPLOYMENT.md says (`pg_server.py`): with the shared server's 128 MB of shared_buffers the
-two databases evict each other's pages, and the one with more tables loses more.
+docs/DEPLOYMENT.md says (`pg_server.py`), under DATABASE_URL's database names: the shared
+server's 128 MB of shared_buffers hold neither database whole once the batches have run.
 
 The result per scenario is the ratio of the medians, new / old (above 1: this checkout is
 slower; for orders/s, below 1), with the spread of the pairs' own ratios. `--old .` pairs this
