@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.over_http import ITEM, SYNC, HttpBench, Server, gunicorn  # noqa: E402
-from tests.bench.pg_server import own_server, production_settings  # noqa: E402
+from tests.bench.pg_server import own_server_for  # noqa: E402
 from tests.bench.run import batch_body, full_item, p95, recreate_database  # noqa: E402
 
 # The targets: the large catalogue's median against the small one's, same run.
@@ -656,12 +656,8 @@ def main() -> None:
     if not args.own_server:
         measure(args, url, size=size, quick=quick, profile_runs=profile_runs)
         return
-    with own_server() as own:
-        settings = ", ".join(f"{name} {value}" for name, value in production_settings().items())
-        print(f"# the benchmark's own PostgreSQL server (docs/DEPLOYMENT.md): {settings}")
-        # The same database names, on that server.
-        url = urlunparse(urlparse(own)._replace(path=urlparse(url).path))
-        measure(args, url, size=size, quick=quick, profile_runs=profile_runs)
+    with own_server_for(url) as own:
+        measure(args, own, size=size, quick=quick, profile_runs=profile_runs)
 
 
 def measure(args, url: str, *, size: int, quick: bool, profile_runs: int) -> None:

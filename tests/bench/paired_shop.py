@@ -137,7 +137,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.bench.over_http import ITEM, SYNC, Server  # noqa: E402
 from tests.bench.paired_http import database_and_old_checkout, server_of  # noqa: E402
-from tests.bench.pg_server import own_server, production_settings  # noqa: E402
+from tests.bench.pg_server import own_server_for  # noqa: E402
 from tests.bench.run import batch_body, full_item, recreate_database  # noqa: E402
 from tests.bench.shop_http import (  # noqa: E402
     ORDERS,
@@ -240,10 +240,8 @@ def main() -> None:
     if not args.own_server:
         measure(args, url, old_root)
         return
-    with own_server() as own:
-        settings = ", ".join(f"{name} {value}" for name, value in production_settings().items())
-        print(f"# the benchmark's own PostgreSQL server (docs/DEPLOYMENT.md): {settings}")
-        measure(args, urlunparse(urlparse(own)._replace(path=urlparse(url).path)), old_root)
+    with own_server_for(url) as own:
+        measure(args, own, old_root)
 
 
 def measure(args: argparse.Namespace, url: str, old_root: Path) -> None:

@@ -19,6 +19,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlparse, urlunparse
 
 from tests.e2e.live_service import free_port
 
@@ -113,3 +114,12 @@ def own_server(folder: Path = DEFAULT_DIR) -> Iterator[str]:
             except ProcessLookupError:
                 break
             time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def own_server_for(url: str) -> Iterator[str]:
+    """`own_server`, its settings printed, and `url` moved onto it: the same database name."""
+    with own_server() as own:
+        settings = ", ".join(f"{name} {value}" for name, value in production_settings().items())
+        print(f"# the benchmark's own PostgreSQL server (docs/DEPLOYMENT.md): {settings}")
+        yield urlunparse(urlparse(own)._replace(path=urlparse(url).path))
