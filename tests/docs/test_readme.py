@@ -269,6 +269,20 @@ def deployment_block(text: str) -> str:
     return blocks[0]
 
 
+def test_the_deployment_block_says_how_to_get_nginx_before_it_runs_it():
+    """make installs no nginx: the try says how to get it where "nginx: command not found"
+    would stop a reader."""
+    text = README.read_text(encoding="utf-8")
+    block = deployment_block(text)
+    lines = block.splitlines()
+    [at] = [i for i, line in enumerate(lines) if re.match(r"\s*nginx\s", line)]
+    hint = "\n".join(lines[:at])
+    assert "apt-get install nginx" in hint
+    assert "command not found" in hint
+    section = text.split("## Deployment", 1)[1].split("```sh", 1)[0]
+    assert "apt-get install nginx" in section
+
+
 def test_the_deployment_block_starts_gunicorn_as_written(tmp_path):
     """The README's deployment block up to its gunicorn line, run as written (gunicorn on a
     free port, one worker): gunicorn serves, with the production settings."""
