@@ -17,7 +17,7 @@ from core.retry import run_with_retry
 from stock.models import StockMovement
 from stock.services import Source, levels_set
 from sync.call import ItemsRefused
-from sync.pending import lock_stock_codes, pending_resolve_for_products
+from sync.pending import FileGave, lock_stock_codes, pending_resolve_for_import
 from sync.rules import duplicate_key_problems
 from sync.warehouses import PRODUCT_FIELDS, ItemWarehouses, conflicting_problems, item_warehouses
 
@@ -28,6 +28,11 @@ IMPORT_CHUNK = 1000
 class ImportResult:
     created: int
     updated: int
+    # The open pending keys the imported products answered (closed), and what of theirs
+    # applied where the file gave nothing: levels (product and warehouse) and product fields.
+    pending_resolved: int = 0
+    pending_levels: int = 0
+    pending_fields: int = 0
 
 
 def import_item_problems(items: Sequence[ProductItem]) -> tuple[ItemWarehouses, list[Problem]]:
@@ -54,6 +59,10 @@ def products_import(*, items: Sequence[ProductItem]) -> ImportResult:
     items agreeing on its values, and every warehouse named must exist
     (`import_item_problems`); otherwise nothing is imported. Each level's change is recorded
     with reason `import`.
+
+    Open pending keys that the imported products answer are closed; what the file sets stands
+    (staff import on purpose, now): a key's items apply only to the warehouses the file gave
+    no level for and the fields it left empty (`pending_resolve_for_import`).
 
     The products are locked in primary-key order, as the sync locks them, so an import beside
     syncs queues instead of deadlocking; a transient failure runs the import again.
@@ -95,6 +104,9 @@ def _import_attempt(items: Sequence[ProductItem], warehouses: ItemWarehouses) ->
         changed = []
         # The levels are the stock app's to write and record, with the products' figures.
         levels: dict[int, list[tuple[Product, int]]] = defaultdict(list)
+        # What the file set of each product: where it gave a level, which fields it carried.
+        gave_in: dict[tuple[str, str], set[str]] = defaultdict(set)
+        gave_fields: dict[tuple[str, str], set[str]] = defaultdict(set)
         for item, code in zip(items, warehouses.codes, strict=True):
             product = products.get(item.key)
             if product is None:
@@ -112,6 +124,8 @@ def _import_attempt(items: Sequence[ProductItem], warehouses: ItemWarehouses) ->
             for name, value in values.items():
                 setattr(product, name, value)
             levels[warehouse_ids[code]].append((product, quantity))
+            gave_in[item.key].add(code)
+            gave_fields[item.key].update(values)
         Product.objects.bulk_create(new_products, batch_size=IMPORT_CHUNK)
         Product.objects.bulk_update(
             changed, (*PRODUCT_FIELDS, "updated_at"), batch_size=IMPORT_CHUNK // 10
@@ -123,10 +137,17 @@ def _import_attempt(items: Sequence[ProductItem], warehouses: ItemWarehouses) ->
                 now=now,
                 warehouse_id=warehouse_id,
             )
+        gave = {
+            key: FileGave(frozenset(gave_in[key]), frozenset(gave_fields[key])) for key in gave_in
+        }
+        result = ImportResult(created=len(new_products), updated=len(changed))
         for i in range(0, len(codes), IMPORT_CHUNK):
-            pending_resolve_for_products(
+            applied = pending_resolve_for_import(
                 products=Product.objects.filter(stock_code__in=codes[i : i + IMPORT_CHUNK]),
+                gave=gave,
                 by="import",
             )
-        created, updated = len(new_products), len(changed)
-    return ImportResult(created=created, updated=updated)
+            result.pending_resolved += applied.resolved
+            result.pending_levels += len(applied.levels)
+            result.pending_fields += len(applied.fields)
+    return result

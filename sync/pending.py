@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -38,6 +38,7 @@ from core.bulk import bulk_insert_rows, bulk_update_rows, one_of
 from core.locks import lock_names
 from stock.models import StockLevel, StockMovement
 from stock.services import Source, item_warehouse_code, levels_set, warehouses_by_code
+from sync.warehouses import PRODUCT_FIELDS
 
 HISTORY_SOURCE = "pending"
 SYNC_RESOLVER = "sync"
@@ -100,6 +101,25 @@ def _item_of(payload: Any) -> ProductItem | None:
         return None
 
 
+@dataclass(frozen=True)
+class FileGave:
+    """What a catalogue file set for one product: the warehouses it gave a level for (by code)
+    and the product fields it carried a value for."""
+
+    warehouses: frozenset[str]
+    fields: frozenset[str]
+
+
+@dataclass
+class PendingApplied:
+    """What resolving pending keys did: how many keys closed, and which of the products'
+    levels (product pk, warehouse code) and fields (product pk, field) took a key's value."""
+
+    resolved: int = 0
+    levels: set[tuple[int, str]] = field(default_factory=set)
+    fields: set[tuple[int, str]] = field(default_factory=set)
+
+
 def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int:
     """Close the open pending keys that these products now answer; returns how many closed.
 
@@ -109,9 +129,30 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
     each change is kept as product history with source "pending" (the levels' as movements
     with reason `pending_key_resolved`), linked to the audit of the call that sent it.
     """
+    return _resolve(products, by=by).resolved
+
+
+def pending_resolve_for_import(
+    *, products: Iterable[Product], gave: Mapping[tuple[str, str], FileGave], by: str
+) -> PendingApplied:
+    """Close the open pending keys that these products (just imported) now answer, as
+    `pending_resolve_for_products` does, except that what the file set stands: for a product
+    whose key (ean, stock_code) is in `gave`, a key's items apply only to the warehouses the
+    file gave no level for, and its values only to the fields the file left empty (any
+    catalogue field the key carries, not only prices and status). Returns what was applied."""
+    return _resolve(products, by=by, gave=gave)
+
+
+def _resolve(
+    products: Iterable[Product],
+    *,
+    by: str,
+    gave: Mapping[tuple[str, str], FileGave] | None = None,
+) -> PendingApplied:
+    applied = PendingApplied()
     products = [p for p in products if p.pk is not None]
     if not products:
-        return 0
+        return applied
     wanted = {p.pk for p in products}
     codes = {p.stock_code for p in products}
     with transaction.atomic():
@@ -131,7 +172,7 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
             .order_by("pk")
         )
         if not pendings:
-            return 0
+            return applied
         products_by_key = ProductsByKey(product_rows, key=lambda row: (row[1], row[2]))
         matches = []
         for pending in pendings:
@@ -139,12 +180,24 @@ def pending_resolve_for_products(*, products: Iterable[Product], by: str) -> int
             if row is not None and row[0] in wanted:
                 matches.append((pending, row[0]))
         if not matches:
-            return 0
-        _apply_and_close(matches, by=by)
-        return len(matches)
+            return applied
+        file_gave = (
+            {row[0]: gave[(row[1], row[2])] for row in product_rows if (row[1], row[2]) in gave}
+            if gave
+            else {}
+        )
+        _apply_and_close(matches, by=by, gave=file_gave, applied=applied)
+        applied.resolved = len(matches)
+        return applied
 
 
-def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) -> None:
+def _apply_and_close(
+    matches: Sequence[tuple[PendingProduct, int]],
+    *,
+    by: str,
+    gave: Mapping[int, FileGave],
+    applied: PendingApplied,
+) -> None:
     now = timezone.now()
     product_pks = {pk for _, pk in matches}
     latest_change: dict[int, datetime] = dict(
@@ -159,7 +212,7 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
         product = products[product_pk]
         latest = latest_change.get(product_pk)
         if latest is None or latest <= pending.last_seen:
-            _apply_pending(product, pending, now=now)
+            _apply_pending(product, pending, now=now, gave=gave.get(product_pk), applied=applied)
             latest_change[product_pk] = pending.last_seen
         pending.state = PendingProduct.State.RESOLVED
         pending.resolved_product_id = product_pk
@@ -171,15 +224,33 @@ def _apply_and_close(matches: Sequence[tuple[PendingProduct, int]], *, by: str) 
     )
 
 
-def _apply_pending(product: Product, pending: PendingProduct, *, now: datetime) -> None:
+def _apply_pending(
+    product: Product,
+    pending: PendingProduct,
+    *,
+    now: datetime,
+    gave: FileGave | None = None,
+    applied: PendingApplied | None = None,
+) -> None:
     """Apply what the key kept to its (locked) product, by the sync's rule for document
     times: the newest item's prices, status and catalogue values unless the product holds a
     later document time, and each warehouse's last item to that warehouse's level unless the
-    level holds a later one."""
+    level holds a later one. Given what a file set (`gave`), only the fields it left empty
+    and the warehouses it gave no level for take the key's values."""
+    applied = applied if applied is not None else PendingApplied()
     item = _payload_values(pending)
     if item is not None and not _older_document(pending, product):
-        _apply_product_values(product, item, pending=pending, now=now)
-    if _apply_kept_levels(product.pk, pending, now=now):
+        names = (
+            _CATALOGUE_TRACKED
+            if gave is None
+            else tuple(name for name in PRODUCT_FIELDS if name not in gave.fields)
+        )
+        for name in _apply_product_values(product, item, names, pending=pending, now=now):
+            applied.fields.add((product.pk, name))
+    skip = gave.warehouses if gave is not None else ()
+    set_in = _apply_kept_levels(product.pk, pending, now=now, skip=skip)
+    if set_in:
+        applied.levels.update((product.pk, code) for code in set_in)
         product.shop_quantity = Product.objects.values_list("shop_quantity", flat=True).get(
             pk=product.pk
         )
@@ -196,23 +267,23 @@ def _older_document(pending: PendingProduct, product: Product) -> bool:
 
 def _apply_kept_levels(
     product_pk: int, pending: PendingProduct, *, now: datetime, skip: Iterable[str] = ()
-) -> bool:
+) -> list[str]:
     """Set the (locked) product's level in each warehouse the key kept an item for (but those
     in `skip`) to that item's quantity, with its document time, unless the level holds a later
     one; recorded as movements with reason `pending_key_resolved`. An item that no longer
-    passes validation, or whose warehouse is gone, is passed over. Returns whether a level was
-    set."""
+    passes validation, or whose warehouse is gone, is passed over. Returns the codes of the
+    warehouses whose level was set."""
     skip = set(skip)
     kept = [k for k in pending.kept_items() if k.warehouse not in skip]
     if not kept:
-        return False
+        return []
     warehouses = warehouses_by_code(k.warehouse for k in kept)
     held_at = dict(
         StockLevel.objects.filter(
             product_id=product_pk, warehouse_id__in=[w.pk for w in warehouses.values()]
         ).values_list("warehouse_id", "posted_at")
     )
-    applied = False
+    applied = []
     for k in kept:
         warehouse = warehouses.get(k.warehouse)
         item = _item_of(k.payload)
@@ -233,42 +304,52 @@ def _apply_kept_levels(
             posted_at=k.posted_at,
             warehouse_id=warehouse.pk,
         )
-        applied = True
+        applied.append(k.warehouse)
     return applied
 
 
 def _apply_product_values(
-    product: Product, item: ProductItem, *, pending: PendingProduct, now: datetime
-) -> None:
-    """The newest item's prices, status and catalogue values, and its document time."""
+    product: Product,
+    item: ProductItem,
+    names: Sequence[str],
+    *,
+    pending: PendingProduct,
+    now: datetime,
+) -> list[str]:
+    """The newest item's values of the fields `names` (those it carries), and its document
+    time; the prices' and status's changes kept as history. Returns the fields changed."""
     audit_id = _source_audit_id(pending)
     history = []
-    for name in _CATALOGUE_TRACKED:
+    changed = []
+    for name in names:
         new = getattr(item, name)
         old = getattr(product, name)
         if new is None or new == old:
             continue
-        history.append(
-            ProductHistory(
-                product=product,
-                audit_id=audit_id,
-                field=name,
-                old_value=ProductHistory.value_text(old),
-                new_value=ProductHistory.value_text(new),
-                changed_at=now,
-                source=HISTORY_SOURCE,
-                posted_at=pending.posted_at,
+        if name in _CATALOGUE_TRACKED:
+            history.append(
+                ProductHistory(
+                    product=product,
+                    audit_id=audit_id,
+                    field=name,
+                    old_value=ProductHistory.value_text(old),
+                    new_value=ProductHistory.value_text(new),
+                    changed_at=now,
+                    source=HISTORY_SOURCE,
+                    posted_at=pending.posted_at,
+                )
             )
-        )
         setattr(product, name, new)
+        changed.append(name)
     # The product now holds this document's state, and so its time.
     dated = pending.posted_at is not None and product.posted_at != pending.posted_at
     if dated:
         product.posted_at = pending.posted_at
-    if history or dated:
+    if changed or dated:
         product.updated_at = now
-        product.save(update_fields=(*_CATALOGUE_TRACKED, "posted_at", "updated_at"))
+        product.save(update_fields=(*changed, "posted_at", "updated_at"))
     ProductHistory.objects.bulk_create(history)
+    return changed
 
 
 _CATALOGUE_TRACKED = tuple(name for name in TRACKED_FIELDS if name != "shop_quantity")

@@ -31,4 +31,12 @@ class Command(FileImportCommand):
                 f"The database refused the import, nothing was imported: {exc}. "
                 "Run the command again; if it keeps failing, check the database."
             ) from exc
-        return [f"Created {result.created}, updated {result.updated} products."]
+        done = [f"Created {result.created}, updated {result.updated} products."]
+        if result.pending_resolved:
+            # What the file set stands; the keys filled in only what it left out.
+            done.append(
+                f"Resolved {result.pending_resolved} pending key(s); applied "
+                f"{result.pending_levels} warehouse level(s) and {result.pending_fields} "
+                "field(s) of theirs where the file gave none."
+            )
+        return done
