@@ -375,12 +375,9 @@ def push_document(
             partial = True
         elif verdict is not None:
             result.status = verdict
-            result.reason = f"{chunk.label}: {outcome.message}; no further chunk was sent."
-            if reply.status in KEY_REFUSED_STATUSES:
-                result.key_refused = True
-                result.reason = (
-                    f"{chunk.label}: {key_refused_text(reply.status, _detail(json_body(reply)))}"
-                )
+            # Why it stopped is the chunk's message, shown on the chunk's own line: said once.
+            result.reason = f"Stopped at {chunk.label}: no further chunk was sent."
+            result.key_refused = reply.status in KEY_REFUSED_STATUSES
             return result
     if partial:
         result.status = SyncStatus.PARTIAL
@@ -442,7 +439,7 @@ def _evaluate(chunk: Chunk, reply: Reply, outcome: ChunkResult) -> SyncStatus | 
             outcome.unknown_keys = [{**key, "warehouse": warehouse} if warehouse else key]
         return SyncStatus.PARTIAL
     if reply.status in KEY_REFUSED_STATUSES:
-        outcome.message = f"the API key was refused ({_detail(data)})"
+        outcome.message = key_refused_text(reply.status, _detail(data))
         return SyncStatus.UNCHANGED
     outcome.message = f"refused with HTTP {reply.status}: {_detail(data)}"
     return SyncStatus.FAILED

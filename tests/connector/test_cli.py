@@ -123,6 +123,37 @@ def test_retries_are_reported_on_stderr(config, tmp_path):
     assert "chunk 1 of 1: HTTP 502; retry 1 of 5 in 0.25 s (same request_id PR-RETRY)" in err
 
 
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (
+            (400, {"detail": [{"loc": ["body", "products", 2, "season"], "msg": "too long"}]}),
+            "body.products.2.season: too long",
+        ),
+        ((401, {"detail": "Invalid API key."}), "Invalid API key."),
+        ((200, {"success": False, "message": "Sync is paused by staff."}), "paused by staff"),
+    ],
+)
+def test_a_refused_chunk_prints_its_error_once(config, tmp_path, reply, error):
+    """The chunk's line says why it was refused; the line that ends the push only says that
+    nothing more was sent."""
+    from connector.transport import Reply
+
+    status, body = reply
+    doc = document(12, number="PR-ONCE")
+    service = FakeService(
+        known={row["stock_code"] for row in doc["rows"]},
+        script=[Reply(status=status, body=json.dumps(body).encode())],
+    )
+
+    code, out, err = run(["push", write(tmp_path, doc), "--chunk-size", "5"], service)
+
+    assert code in (3, 5)
+    assert len(service.sent) == 1
+    assert (out + err).count(error) == 1, out + err
+    assert "Stopped at chunk 1 of 3: no further chunk was sent." in out
+
+
 def test_the_status_file_keeps_the_result(config, tmp_path):
     doc = document(3, number="PR-FILE")
     service = FakeService(known={"SC-00000", "SC-00001"})
