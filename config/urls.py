@@ -2,12 +2,13 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from config.views import landing
+from config.views import favicon, landing
 from monitoring.views import metrics
 from partner_api.health import healthz
 
 urlpatterns = [
     path("", landing, name="landing"),
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     re_path(r"^api/schema/?$", SpectacularAPIView.as_view(), name="schema"),
     re_path(r"^api/docs/?$", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
