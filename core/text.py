@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Strict,
     StringConstraints,
@@ -50,11 +51,22 @@ def text_field(
             pattern=NO_NUL_PATTERN,
         ),
         *(
-            (AfterValidator(functools.partial(refuse_invisible, line_breaks=line_breaks)),)
+            (
+                BeforeValidator(functools.partial(_refuse_nul, line_breaks=line_breaks)),
+                AfterValidator(functools.partial(refuse_invisible, line_breaks=line_breaks)),
+            )
             if visible
             else ()
         ),
     ]
+
+
+def _refuse_nul(value: Any, *, line_breaks: bool) -> Any:
+    # NUL is a control character: where they are refused it is `invalid_characters` like the
+    # others, checked before the NUL pattern (which names it otherwise). No strip removes it.
+    if isinstance(value, str) and "\x00" in value:
+        refuse_invisible(value, line_breaks=line_breaks)
+    return value
 
 
 def has_invisible_characters(value: str) -> bool:

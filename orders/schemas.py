@@ -358,6 +358,10 @@ def totals_problems(order: ShopOrder) -> list[Problem]:
 class CancelRequest(TextFromNumbers):
     model_config = ConfigDict(extra="ignore")
 
-    reason: _text(m.CANCEL_REASON_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
-        default=None, description="Why the shop cancels, at most 255 characters; stored."
+    reason: _text(m.CANCEL_REASON_MAX_LENGTH, visible=True, line_breaks=True) | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description=(
+            "Why the shop cancels, at most 255 characters; stored. May hold line breaks "
+            "(\\n or \\r\\n), no other control or format character."
+        ),
     )

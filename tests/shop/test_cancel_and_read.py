@@ -108,6 +108,46 @@ class TestCancel:
         assert response.json()["detail"][0]["loc"] == ["body", "reason"]
         assert Order.objects.get(pk=placed["order_id"]).status == "new"
 
+    @pytest.mark.parametrize(
+        "char",
+        ["\x00", "\t", "\r", "\x1b", "\x7f", "\u200b", "\u202e", "\ufeff", "\u2067"],
+        ids=["nul", "tab", "lone-cr", "esc", "del", "zwsp", "rlo", "bom", "rli"],
+    )
+    def test_a_reason_with_a_control_or_format_character_is_422(
+        self, shop_client, api_client, placed, product, char
+    ):
+        response = shop_client.post(
+            cancel_url(placed["order_id"]), {"reason": f"changed{char}mind"}, format="json"
+        )
+
+        assert response.status_code == 422, response.json()
+        assert [(p["loc"], p["type"]) for p in response.json()["detail"]] == [
+            (["body", "reason"], "invalid_characters")
+        ]
+        # Nothing changed: the order is new, its stock held, and it waits for the partner.
+        order = Order.objects.get(pk=placed["order_id"])
+        assert (order.status, order.cancel_reason) == ("new", None)
+        assert order.partner_sync_status == "pending_partner"
+        assert Reservation.objects.get(order=order).state == "open"
+        product.refresh_from_db()
+        assert product.reserved == 3
+        assert api_client.get(FEED).json()["count"] == 1
+        assert not OrderStatusChange.objects.filter(order=order, new_value="cancelled").exists()
+
+    @pytest.mark.parametrize(
+        "reason",
+        ["changed\nmind", "changed\r\nmind", "first\nsecond\r\nthird"],
+        ids=["lf", "crlf", "both"],
+    )
+    def test_a_reason_may_hold_line_breaks(self, shop_client, placed, reason):
+        response = shop_client.post(
+            cancel_url(placed["order_id"]), {"reason": reason}, format="json"
+        )
+
+        assert response.status_code == 200, response.json()
+        assert response.json()["status"] == "cancelled"
+        assert Order.objects.get(pk=placed["order_id"]).cancel_reason == reason
+
     def test_path_and_body_problems_are_listed_together(self, shop_client):
         response = shop_client.post(cancel_url("x"), "{", content_type="application/json")
         assert response.status_code == 422
