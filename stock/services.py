@@ -23,7 +23,16 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import ForeignKey, IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import (
+    ForeignKey,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
 from django.db.models.functions import Coalesce
 
 from catalog.models import Product
@@ -119,28 +128,90 @@ def warehouse_save(
     lead_time_days: int | None = None,
 ) -> tuple[Warehouse, bool]:
     """Create the warehouse `code`, or change the given attributes of the existing one;
-    returns it and whether it was created. Validated as the admin validates it."""
-    warehouse = Warehouse.objects.filter(code=code).first()
-    created = warehouse is None
-    if created:
-        warehouse = Warehouse(code=code, name=name or code)
-    elif name:
-        warehouse.name = name
-    for attribute, value in (
-        ("sells", sells),
-        ("priority", priority),
-        ("lead_time_days", lead_time_days),
-    ):
-        if value is not None:
-            setattr(warehouse, attribute, value)
-    warehouse.full_clean(validate_unique=created)
-    warehouse.save()
-    if not created:
-        # Selling or not changes which levels the products' figures sum.
-        _products_resum(
-            set(StockLevel.objects.filter(warehouse=warehouse).values_list("product_id", flat=True))
+    returns it and whether it was created. Validated as the admin validates it.
+
+    A change of `sells` or `priority` is a stock write like any other, in one transaction
+    (`_warehouse_change`): the products that hold a level there are locked first, in id order
+    as every writer takes them, then the warehouse's row; only then are its levels read and
+    the products' sums written. A placement, sync or cancellation of one of them runs wholly
+    before or wholly after the change."""
+    attributes = {
+        attribute: value
+        for attribute, value in (
+            ("sells", sells),
+            ("priority", priority),
+            ("lead_time_days", lead_time_days),
         )
-    return warehouse, created
+        if value is not None
+    }
+    with transaction.atomic():
+        found = Warehouse.objects.filter(code=code).first()
+        if found is None:
+            warehouse = Warehouse(code=code, name=name or code, **attributes)
+            warehouse.full_clean()
+            warehouse.save()
+            return warehouse, True
+        if name:
+            attributes["name"] = name
+        # Whether the products are locked is decided on the row as it was read; the locked
+        # row decides again (a concurrent change may have made this one a stock write).
+        stock_write = _moves_stock(found, attributes)
+        while True:
+            try:
+                with transaction.atomic():
+                    return _warehouse_change(found.pk, attributes, lock=stock_write), False
+            except _MoreToLock:
+                # Rolled back to before the locks: they are taken again, the new ones with them.
+                stock_write = True
+
+
+class _MoreToLock(Exception):
+    """The products a warehouse's change must lock grew while it took its locks."""
+
+
+def _moves_stock(warehouse: Warehouse, attributes: Mapping) -> bool:
+    """Whether setting these attributes changes which units sell or the order they are taken in."""
+    return any(
+        attribute in attributes and attributes[attribute] != getattr(warehouse, attribute)
+        for attribute in ("sells", "priority")
+    )
+
+
+def _warehouse_change(pk: int, attributes: Mapping, *, lock: bool) -> Warehouse:
+    """Set the attributes of the warehouse `pk` and, when it starts or stops selling, write its
+    products' sums again; `lock`: first lock the products that hold a level there. Raises
+    `_MoreToLock` (to be run again, with the locks) when what it holds does not cover the
+    change.
+
+    The products first, in id order, then the warehouse (FOR UPDATE): every writer takes its
+    products before it reads a warehouse, and one that may give a product its first level in
+    the warehouse reads the warehouse's row with FOR KEY SHARE (`_warehouse_read`). So the
+    warehouse's lock waits for each writer that read the row as it was, and each that comes
+    later waits for the change; once it is held, the products that hold a level there are all
+    committed, and must all be among those locked."""
+    levels = StockLevel.objects.filter(warehouse_id=pk)
+    locked: set[int] = set()
+    if lock:
+        locked = set(
+            Product.objects.select_for_update()
+            .filter(pk__in=levels.values("product_id"))
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+    warehouse = Warehouse.objects.select_for_update().get(pk=pk)
+    was_selling = warehouse.sells
+    if _moves_stock(warehouse, attributes) and (
+        not lock or not set(levels.values_list("product_id", flat=True)) <= locked
+    ):
+        raise _MoreToLock
+    for attribute, value in attributes.items():
+        setattr(warehouse, attribute, value)
+    warehouse.full_clean(validate_unique=False)
+    warehouse.save()
+    if warehouse.sells != was_selling:
+        # Selling or not changes which levels the products' figures sum.
+        _products_resum(levels.values("product_id"))
+    return warehouse
 
 
 def movements_purge(*, before: datetime, dry_run: bool = False, batch: int = 2000) -> int:
@@ -675,16 +746,21 @@ def _levels_statement(
 
 
 def _products_resum(
-    product_ids: set[int],
+    product_ids: set[int] | QuerySet,
     *,
     quantity: bool = True,
     reserved: bool = True,
     now: datetime | None = None,
 ):
     """Rewrite the products' `shop_quantity` and/or `reserved` as the sums of their levels in
-    the warehouses that sell (and `updated_at` when `now` is given)."""
-    if not product_ids or not (quantity or reserved):
+    the warehouses that sell (and `updated_at` when `now` is given); `product_ids`: the ids,
+    or a query that gives them."""
+    if not (quantity or reserved):
         return
+    if not isinstance(product_ids, QuerySet):
+        if not product_ids:
+            return
+        product_ids = list(product_ids)
 
     def summed(column: str):
         levels = (
@@ -703,7 +779,7 @@ def _products_resum(
         figures["reserved"] = summed("reserved")
     if now is not None:
         figures["updated_at"] = Value(now)
-    Product.objects.filter(pk__in=list(product_ids)).update(**figures)
+    Product.objects.filter(pk__in=product_ids).update(**figures)
 
 
 # ---------------------------------------------------------------------------------------------
