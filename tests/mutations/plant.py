@@ -55,6 +55,8 @@ ACKNOWLEDGE_MORE = "tests/orders/test_acknowledge_repeated.py"
 ALLOCATION = "tests/stock/test_allocation.py"
 WAREHOUSES = "tests/shop/test_warehouses.py"
 CONSUMED_AT_ACKNOWLEDGEMENT = "tests/shop/test_consumed_at_acknowledgement.py"
+TAKEN_BESIDE_RESERVATIONS = "tests/shop/test_taken_beside_reservations.py"
+SYNC_SEVERAL_WAREHOUSES = "tests/shop/test_sync_several_warehouses.py"
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class Plant:
     sqlite: tuple[str, ...]
     # Test files run on PostgreSQL too (a bug that only shows there).
     postgres: tuple[str, ...] = ()
-    # The bug's number in the table of 16 (variants of one bug share it).
+    # The bug's number in the table of 19 (variants of one bug share it).
     bug: int = 0
 
     def __post_init__(self):
@@ -383,8 +385,46 @@ PLANTS: tuple[Plant, ...] = (
         (WAREHOUSES, MODEL_WAREHOUSES),
         (MODEL_WAREHOUSES,),
     ),
+    Plant(
+        "17",
+        "placement ignores a warehouse's reserved units when choosing where a line is taken",
+        (
+            Substitution(
+                RESERVATIONS,
+                "salable.setdefault(product_id, {})[warehouse_id] = max(0, quantity - reserved)",
+                "salable.setdefault(product_id, {})[warehouse_id] = quantity",
+            ),
+        ),
+        (TAKEN_BESIDE_RESERVATIONS, MODEL_WAREHOUSES),
+    ),
+    Plant(
+        "18",
+        "a sync naming several warehouses counts a non-selling one in shop_quantity (SQLite)",
+        (
+            Substitution(
+                RESERVATIONS,
+                "product_id__in=ids[start : start + _CHUNK], warehouse__sells=True",
+                "product_id__in=ids[start : start + _CHUNK]",
+            ),
+        ),
+        (SYNC_SEVERAL_WAREHOUSES, MODEL_WAREHOUSES),
+    ),
+    Plant(
+        "19",
+        "a sync naming several warehouses counts a non-selling one in shop_quantity "
+        "(PostgreSQL's statement)",
+        (
+            Substitution(
+                RESERVATIONS,
+                '"named AS (SELECT o.product_id, SUM(o.quantity) FILTER (WHERE w.sells) AS total "',
+                '"named AS (SELECT o.product_id, SUM(o.quantity) AS total "',
+            ),
+        ),
+        (),
+        (SYNC_SEVERAL_WAREHOUSES, MODEL_WAREHOUSES),
+    ),
 )
-BUGS = 16
+BUGS = 19
 
 
 class PatternGone(Exception):
