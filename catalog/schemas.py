@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError, SchemaValidator, core_schema
 from catalog import models as m
 from core.text import (
     NO_NUL_PATTERN,
+    IntegersAsText,
     TextFromNumbers,
     has_invisible_characters,
     key_text,
@@ -114,11 +115,13 @@ def _ean(value: Any) -> Any:
 StockCode = Annotated[
     text_field(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1), BeforeValidator(_stock_code)
 ]
-Ean = Annotated[text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean)]
+Ean = Annotated[
+    text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean), IntegersAsText()
+]
 Text = text_field(m.TEXT_MAX_LENGTH)
 # A warehouse's code as an item names it: stripped; whether a stored warehouse has it is the
 # sync's question (`unknown_warehouse`), not a format rule.
-WarehouseCode = text_field(m.TEXT_MAX_LENGTH, strip=True)
+WarehouseCode = Annotated[text_field(m.TEXT_MAX_LENGTH, strip=True), IntegersAsText()]
 # Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
 _QuantityRange = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 Quantity = Annotated[_QuantityRange, BeforeValidator(_refuse_bool_as_number)]

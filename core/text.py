@@ -69,6 +69,20 @@ def _refuse_nul(value: Any, *, line_breaks: bool) -> Any:
     return value
 
 
+class IntegersAsText:
+    """Annotation of a text field that takes a JSON integer as its digits and refuses any
+    other number (an EAN, a warehouse code; its validator says so): the JSON Schema of a model
+    that reads numbers as text admits integers there, not every number, so that a generated
+    client sends what is taken."""
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        json_schema = handler(core_schema)
+        kinds = json_schema.get("type")
+        if isinstance(kinds, list):
+            json_schema["type"] = ["integer" if kind == "number" else kind for kind in kinds]
+        return json_schema
+
+
 def has_invisible_characters(value: str) -> bool:
     """Whether `value` holds a control or format character (Unicode categories Cc, Cf)."""
     if value.isascii():

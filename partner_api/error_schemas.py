@@ -5,13 +5,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from partner_api.schema_extensions import sometimes
+
 
 class ValidationErrorItem(BaseModel):
     loc: list[str | int] = Field(description='Where: e.g. ["body", "products", 12, "season"].')
     msg: str
     type: str
-    input: Any = None
-    ctx: dict[str, Any] | None = None
+    input: Any = sometimes(description="The value refused, when it is a single value.")
+    ctx: dict[str, Any] = sometimes(description="Figures the message names, when it names any.")
 
 
 class ValidationErrorBody(BaseModel):

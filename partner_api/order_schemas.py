@@ -32,7 +32,7 @@ from orders.states import (
     STATUS_TRANSITIONS,
     PartnerStatus,
 )
-from partner_api.schema_extensions import documented_call
+from partner_api.schema_extensions import documented_call, sometimes
 
 NOTE_MAX_LENGTH = 1000
 ORDER_ID_MAX = 2**63 - 1
@@ -347,8 +347,7 @@ class StatusRequest(TextFromNumbers):
 class StatusConflict(BaseModel):
     detail: str
     status: str = Field(description="The order's current status.")
-    partner_sync_status: Literal["pending_partner"] | None = Field(
-        default=None,
+    partner_sync_status: Literal["pending_partner"] = sometimes(
         description="Only when the order waits for its acknowledgement (acknowledge it first).",
     )
 
@@ -435,15 +434,14 @@ class OrderList(BaseModel):
 
 class AcknowledgeConflict(BaseModel):
     detail: str
-    partner_reference: str | None = Field(
-        default=None,
+    partner_reference: str = sometimes(
         description=(
             "The partner reference the order already has (absent for an order the shop "
             "cancelled before it was acknowledged)."
         ),
     )
-    status: Literal["cancelled"] | None = Field(
-        default=None, description='"cancelled" when the shop cancelled the order.'
+    status: Literal["cancelled"] = sometimes(
+        description='Only when the shop cancelled the order: "cancelled".'
     )
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from catalog.plain import plain_items
 from catalog.schemas import ProductItem, RequestId, SyncContext, prevalidate_plain_items
 from core.text import TextFromNumbers
-from partner_api.schema_extensions import documented_call
+from partner_api.schema_extensions import documented_call, sometimes
 
 
 class BatchSyncRequest(TextFromNumbers):
@@ -187,14 +187,14 @@ class SyncResponse(BaseModel):
     stale_keys: list[StaleKey] = Field(
         default_factory=list, description="One entry per stale item, by ascending index."
     )
-    message: str | None = Field(default=None, description="Why nothing was applied, if so.")
-    dry_run: bool | None = Field(
-        default=None,
+    message: str = sometimes(
+        description="Only when synchronization is paused (success false): why nothing was applied."
+    )
+    dry_run: bool = sometimes(
         description="true in the answer to a dry run (?dry_run=true); absent otherwise.",
         examples=[True],
     )
-    changes: list[FieldChange] | None = Field(
-        default=None,
+    changes: list[FieldChange] = sometimes(
         description=(
             "Dry runs only: every stored field the real call would change, ordered by index, "
             "then by the product item's field order. [] for a dry run of a request that would "

@@ -6,6 +6,7 @@ from drf_spectacular.contrib.pydantic import PydanticExtension
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter
+from pydantic import Field
 from pydantic.json_schema import GenerateJsonSchema
 
 from core.text import NO_NUL_PATTERN
@@ -50,6 +51,41 @@ class RequestJsonSchema(GenerateJsonSchema):
         return {"anyOf": [number, text]}
 
 
+class ResponseJsonSchema(GenerateJsonSchema):
+    """What the service answers: every field of an answer's model is sent, so it is
+    `required` (null where its type says so), but a field declared `sometimes()`, which the
+    service leaves out where it does not apply. A typed client then reads the fields it always
+    gets as plain values, not as "maybe unset"."""
+
+    def field_is_required(self, field, total):
+        if field["type"] == "typed-dict-field":
+            return super().field_is_required(field, total)
+        return field.get("serialization_exclude_if") is None
+
+
+def sometimes(**options: Any) -> Any:
+    """A field of an answer the service sends only where it applies (a dry run's `changes`, a
+    conflict's `short`): optional in the document, absent rather than null otherwise, so with
+    no default there. Type the field as its value when sent, without `| None`."""
+    return Field(default=None, exclude_if=_is_none, **options)
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def _without_absent_defaults(schema: dict) -> None:
+    """Drop the `default` of every property that is not required in `schema` and in the
+    models it holds (`$defs`): an answer's optional field is absent when it does not apply,
+    never a default."""
+    required = schema.get("required", [])
+    for name, prop in schema.get("properties", {}).items():
+        if name not in required:
+            prop.pop("default", None)
+    for model in schema.get("$defs", {}).values():
+        _without_absent_defaults(model)
+
+
 class DirectionalPydanticExtension(PydanticExtension):
     """Describe request bodies as pydantic validates them, responses as it serializes them."""
 
@@ -71,8 +107,10 @@ class DirectionalPydanticExtension(PydanticExtension):
             self.target,
             ref_template="#/components/schemas/{model}",
             mode=mode,
-            schema_generator=RequestJsonSchema if mode == "validation" else GenerateJsonSchema,
+            schema_generator=RequestJsonSchema if mode == "validation" else ResponseJsonSchema,
         )
+        if mode == "serialization":
+            _without_absent_defaults(schema)
         for sub_name, sub_schema in schema.pop("$defs", {}).items():
             auto_schema.registry.register_on_missing(
                 ResolvedComponent(

@@ -20,7 +20,7 @@ from partner_api.order_schemas import (
     order_example,
     taken_from_main,
 )
-from partner_api.schema_extensions import documented_call
+from partner_api.schema_extensions import documented_call, sometimes
 
 STOCK_QUERY_MAX_KEYS = 1000
 
@@ -95,12 +95,10 @@ class PlacementConflict(BaseModel):
     """A 409 of the placement: lines short of stock, or the order number taken."""
 
     detail: str
-    short: list[ShortLine] | None = Field(
-        default=None,
+    short: list[ShortLine] = sometimes(
         description="When stock is short: every line asking for more than is salable.",
     )
-    order_id: int | None = Field(
-        default=None,
+    order_id: int = sometimes(
         description="When the order_number is taken by another body: the stored order's id.",
     )
 

@@ -13,6 +13,10 @@ def schema(client):
     return response.json()
 
 
+def _types(field: dict) -> list[str]:
+    return [kind for branch in field.get("anyOf", [field]) for kind in [branch["type"]]]
+
+
 def _ref(response: dict) -> str:
     return response["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
 
@@ -87,7 +91,9 @@ def test_order_shape_matches_the_interface(schema):
     }
     assert "allocations" in components["OrderItem"]["required"]
     assert set(components["Allocation"]["properties"]) == {"warehouse", "quantity"}
-    assert set(components["OrderList"]["required"]) == {"orders", "count"}
+    # Every field of an answer is sent (null where it has no value): all are required.
+    assert set(components["OrderList"]["required"]) == {"orders", "count", "next_cursor"}
+    assert set(components["Order"]["required"]) == set(order)
 
 
 def test_paging_is_documented(schema):
@@ -101,8 +107,9 @@ def test_paging_is_documented(schema):
     assert parameters["cursor"]["schema"]["type"] == "string"
     assert "next_cursor" in parameters["cursor"]["description"]
     order_list = schema["components"]["schemas"]["OrderList"]
-    assert "next_cursor" in order_list["properties"]
-    assert "next_cursor" not in order_list.get("required", [])
+    # Always answered: null without `limit` or on the last page.
+    assert "next_cursor" in order_list["required"]
+    assert set(_types(order_list["properties"]["next_cursor"])) == {"string", "null"}
 
 
 def test_the_conflict_body_names_the_stored_reference_as_a_field(schema):

@@ -5,6 +5,7 @@ import re
 import pytest
 from django.urls import reverse
 from drf_spectacular.validation import validate_schema
+from jsonschema import Draft202012Validator
 
 SYNC = "/api/v1/partner/products/sync"
 ITEM = "/api/v1/partner/products/item"
@@ -203,3 +204,26 @@ def test_the_key_scheme_names_both_scopes(schema):
     description = schema["components"]["securitySchemes"]["ApiKeyAuth"]["description"]
     assert "partner key" in description
     assert "shop key" in description
+
+
+def _types(field: dict) -> set[str]:
+    if "anyOf" in field:
+        return set().union(*(_types(branch) for branch in field["anyOf"]))
+    kind = field["type"]
+    return set(kind) if isinstance(kind, list) else {kind}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("component", ["ProductItem", "ItemSyncRequest"])
+@pytest.mark.parametrize("field", ["ean", "warehouse"])
+def test_an_item_s_ean_and_warehouse_are_text_or_an_integer(schema, component, field):
+    """The sync reads a JSON integer there as its digits and refuses any other number
+    (`4.006381333931e12`, `1.5`): a generated client is typed `str | int`, as for the shop's
+    EAN."""
+    declared = schema["components"]["schemas"][component]["properties"][field]
+    assert _types(declared) == {"string", "integer", "null"}
+    checker = Draft202012Validator(declared)
+    for taken in ("8590000000011", 8590000000011, 7, None):
+        assert checker.is_valid(taken), taken
+    for refused in (1.5, 8590000000011.5, True, [], {}):
+        assert not checker.is_valid(refused), refused
