@@ -310,6 +310,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "partner_api.schema_extensions.this_server",
+        "partner_api.documented_times.stamp_document_time",
     ],
 }
 

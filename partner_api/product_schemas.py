@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from catalog.plain import plain_items
 from catalog.schemas import ProductItem, RequestId, SyncContext, prevalidate_plain_items
 from core.text import TextFromNumbers
+from partner_api.documented_times import DOCUMENT_TIME
 from partner_api.schema_extensions import documented_call, sometimes
 
 
@@ -233,9 +234,9 @@ class SyncResponse(BaseModel):
 # ------------------------------------------------------------------------------
 # Documented calls (OpenAPI examples): the demo's products, as on a fresh `make run`
 # ------------------------------------------------------------------------------
-# A document time in the past stays valid whatever day the call is made (only more than 10
-# minutes ahead is refused); a product that already holds a later one answers it as stale.
-_POSTED_AT = "2026-03-02T11:00:00+01:00"
+# The moment the document is generated (partner_api/documented_times.py): a fixed date would
+# be stale against every figure sent since, such as the one `make run`'s curl line sends.
+_POSTED_AT = DOCUMENT_TIME
 
 EXAMPLES = {
     "products_sync": documented_call(

@@ -298,10 +298,8 @@ DRY_RUN_PARAMETER = OpenApiParameter(
         'at ["query", <name>], and so is a body member `dry_run` (at ["body", "dry_run"]): '
         "a misspelled dry run never writes."
     ),
-    examples=[
-        OpenApiExample("dry run", value="true"),
-        OpenApiExample("real call", value="false"),
-    ],
+    # No example and no default: Swagger UI fills the first one in, and "Try it out" would
+    # send a dry run unasked.
 )
 
 SYNC_EXAMPLES = [
