@@ -350,9 +350,10 @@ def _push_columns_help() -> str:
                     "weight_kg: a number (a decimal comma is allowed)",
                 ],
                 CSV_INTRO.format(noun="document", what="document row"),
-                "An empty cell is not sent: the service keeps what it has. Any other column is "
-                "named in a warning (with the column it most likely misspells) and not sent; "
-                "so is an unknown field of a JSON row.",
+                "An empty cell is not sent: the service keeps what it has. A column (or a JSON "
+                "row's field) that narrowly misses one above (warehose, Shop Quantity) refuses "
+                "the document, naming the one meant; any other is named in a warning and not "
+                "sent.",
             ),
             "",
             _fill(

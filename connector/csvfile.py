@@ -1,5 +1,9 @@
 """CSV as ERPs and spreadsheets write it, and names a user may have misspelt.
 
+`near_miss` is the one rule of a misspelt field name, the service's (an item member it refuses
+with `unknown_field`) and the connector's (a row field or column it refuses to send): the
+service imports it from here, for the reason given below.
+
 A spreadsheet set to a language whose decimal mark is a comma (Czech, German, French ...) saves
 "CSV" separated by semicolons. `csv_delimiter` reads the separator from the header line, and is
 the one rule for every CSV the project reads: the connector's documents and order files, and
@@ -16,6 +20,68 @@ from collections.abc import Iterable
 def csv_delimiter(header_line: str) -> str:
     """ "," or ";": whichever of the two the header line holds more of (a comma on a tie)."""
     return ";" if header_line.count(";") > header_line.count(",") else ","
+
+
+# A sent name of fewer characters is a near miss only when it equals a field once normalised.
+NEAR_MISS_MIN_LENGTH = 5
+NEAR_MISS_MAX_EDITS = 2
+
+
+def normalised_name(name: str) -> str:
+    """A member name lower-cased, with `-` and spaces read as `_` (`Shop-Quantity` ->
+    `shop_quantity`)."""
+    return name.lower().replace("-", "_").replace(" ", "_")
+
+
+def edit_distance(first: str, second: str, *, limit: int = NEAR_MISS_MAX_EDITS) -> int:
+    """The optimal string alignment distance (insertions, deletions, substitutions and
+    transpositions of neighbours, no substring edited twice) of two strings, or `limit + 1`
+    when it is over `limit`."""
+    if abs(len(first) - len(second)) > limit:
+        return limit + 1
+    before: list[int] = []
+    previous = list(range(len(second) + 1))
+    for i, char in enumerate(first, 1):
+        current = [i] + [0] * len(second)
+        for j, other in enumerate(second, 1):
+            distance = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            if i > 1 and j > 1 and char == second[j - 2] and first[i - 2] == other:
+                distance = min(distance, before[j - 2] + 1)
+            current[j] = distance
+        if min(current) > limit:  # every alignment from here on costs more
+            return limit + 1
+        before, previous = previous, current
+    return min(previous[-1], limit + 1)
+
+
+def near_miss(name: str, fields: Iterable[str]) -> str | None:
+    """The field that the member name `name` misses narrowly, or None (it is one of `fields`,
+    or it is far from all of them).
+
+    A near miss equals a field once normalised (`normalised_name`: `WAREHOUSE`, `Shop Quantity`,
+    `stock-code`), or, when the sent name has five characters or more, is within two edits of
+    one (`edit_distance`, counted on the normalised name: `warehose`, `catalogprice`). Of
+    several, the closest, then the first of `fields`. `warehouse_id` (three edits from
+    `warehouse`), `colour` or `eam` (under five characters) are no near miss.
+    """
+    fields = tuple(fields)
+    if name in fields:
+        return None
+    normal = normalised_name(name)
+    if normal in fields:
+        return normal
+    if len(name) < NEAR_MISS_MIN_LENGTH:
+        return None
+    letters = set(normal)
+    best, best_distance = None, NEAR_MISS_MAX_EDITS + 1
+    for field in fields:
+        # Each edit changes the set of letters by two at most: a cheap test first.
+        if len(letters.symmetric_difference(field)) > 2 * NEAR_MISS_MAX_EDITS:
+            continue
+        distance = edit_distance(normal, field)
+        if distance < best_distance:
+            best, best_distance = field, distance
+    return best
 
 
 def closest_name(name: str, known: Iterable[str]) -> str | None:

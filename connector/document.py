@@ -6,7 +6,8 @@ level the row's `shop_quantity` is. A row without one takes the warehouse the do
 for (`push --warehouse`), if any; otherwise it names none, and the service's default warehouse
 takes it. Reading checks what the service would refuse anyway
 (a missing stock_code, a fractional quantity, a number not written in ASCII digits, a price
-with too many decimal places or digits, a duplicate key), naming the line (or row) and the
+with too many decimal places or digits, a duplicate key, a field name that narrowly misses one
+of the item's: `warehose`, `Shop Quantity`), naming the line (or row) and the
 column, so a broken export is caught before any chunk is sent and half a document is never
 applied (a document has one row per item and warehouse). Numbers are checked as text, with bounded exponents, and never rounded: `1e-9999` is
 refused, not sent as 0.
@@ -31,7 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
-from connector.csvfile import closest_name, csv_delimiter, unknown_names
+from connector.csvfile import closest_name, csv_delimiter, near_miss, unknown_names
 
 # Document types and the sync_context.source_type each one is sent with. The interface names
 # receipts, issues and sales; an adjustment (stock take) has a source type of its own.
@@ -178,6 +179,12 @@ def warehouse_code_problem(value: Any) -> str | None:
     return f"{_shown(value)} is not a warehouse code (1 to 32 characters of A-Z a-z 0-9 . _ -)"
 
 
+def misspelt_field(name: str, field: str) -> str:
+    """Why a row field or column named `name` refuses the document: it narrowly misses `field`
+    (`near_miss`, the service's rule), so its value would not go where it was meant to."""
+    return f"{name!r} is not a field: did you mean {field!r}?"
+
+
 def load_document(
     path: Path | str, *, fmt: str | None = None, warehouse: str | None = None
 ) -> Document:
@@ -235,6 +242,8 @@ def document_from_dict(data: Any, *, warehouse: str | None = None) -> Document:
         raise DocumentInvalid("the document has no rows.")
     # Each name the connector does not send, with the first row that carries it.
     unknown: dict[str, int] = {}
+    # Each name a row carries that is no field, with the field it narrowly misses (or None).
+    meant: dict[str, str | None] = {}
     with _RowChecker("row", warehouse) as checker:
         rows = []
         for position, record in enumerate(records):
@@ -242,7 +251,13 @@ def document_from_dict(data: Any, *, warehouse: str | None = None) -> Document:
                 checker.problem(position, "not an object")
                 continue
             for name in record:
-                if name not in ROW_FIELDS:
+                if name in ROW_FIELDS:
+                    continue
+                if name not in meant:
+                    meant[name] = near_miss(name, ROW_FIELDS)
+                if meant[name] is not None:
+                    checker.problem(position, misspelt_field(name, meant[name]))
+                else:
                     unknown.setdefault(name, position)
             row = checker.check(position, record)
             if row is not None:
@@ -289,6 +304,13 @@ def _document_from_csv_stream(
             )
         columns = _csv_header(header[1])
         unknown = [name for name in columns if name and name not in CSV_COLUMNS]
+        misspelt = [
+            misspelt_field(name, field)
+            for name in unknown
+            if (field := near_miss(name, ROW_FIELDS)) is not None
+        ]
+        if misspelt:
+            raise DocumentInvalid(f"CSV header: {'; '.join(misspelt)}; nothing was sent.")
         head_columns = [
             name for name in (*CSV_DOCUMENT_COLUMNS, *CSV_POSTED_AT_COLUMNS) if name in columns
         ]

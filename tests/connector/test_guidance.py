@@ -160,12 +160,28 @@ def test_the_posted_at_warning_is_in_the_status_file(tmp_path):
 
 
 # ------------------------------------------------------------------------------
-# A field the connector does not know: a warning naming it and the closest known name
+# A field the connector does not know: a warning naming it, or, when it narrowly misses a field
+# of the item (the service's rule), a refusal naming the field meant
 # ------------------------------------------------------------------------------
-def test_a_misspelt_csv_column_is_named_with_the_closest_field(tmp_path):
+def test_a_misspelt_csv_column_refuses_the_document_naming_the_field_meant(tmp_path):
     text = (
         CSV_HEAD.replace("season", "seasn,colour") + CSV_BODY.replace(",\n", ",,red\n")
     ).replace("summer\n", "summer,blue\n")
+    service = FakeService(known={"A", "B"})
+
+    code, _, stderr = run(["push", write(tmp_path, text, "iss.csv")], service)
+
+    assert code == 2
+    assert "'seasn' is not a field: did you mean 'season'?" in stderr
+    assert "colour" not in stderr
+    assert service.sent == []
+
+
+def test_an_unknown_csv_column_is_named_in_a_warning_and_not_sent(tmp_path):
+    text = (
+        CSV_HEAD.replace("season", "season,colour,warehouse_id")
+        + CSV_BODY.replace(",\n", ",,red,1\n")
+    ).replace("summer\n", "summer,blue,2\n")
     text = text.replace("document_state,", "document_state,posted_at,").replace(
         "issue,posted,", f"issue,posted,{POSTED},"
     )
@@ -175,27 +191,27 @@ def test_a_misspelt_csv_column_is_named_with_the_closest_field(tmp_path):
 
     assert code == 0
     (warning,) = warnings(stderr)
-    assert "'seasn' (did you mean 'season'?)" in warning
     assert "'colour'" in warning and "'colour' (did you mean" not in warning
-    assert "not sent" in warning
-    assert all("seasn" not in sent.data["products"][1] for sent in service.sent)
+    assert "'warehouse_id'" in warning and "not sent" in warning
+    assert all("colour" not in sent.data["products"][1] for sent in service.sent)
 
 
-def test_a_misspelt_json_field_is_named_once_per_document(tmp_path):
+def test_misspelt_json_fields_refuse_the_document_naming_each_row(tmp_path):
     doc = {**document(4, number="PR-TYPO"), "posted_at": POSTED}
     doc["rows"][1]["seasn"] = "winter"
     doc["rows"][3]["seasn"] = "summer"
     doc["rows"][3]["Eshop_price"] = 10
+    doc["rows"][2]["colour"] = "red"
     service = FakeService(known=known(doc))
 
     code, _, stderr = run(["push", write(tmp_path, doc), "--chunk-size", "2"], service)
 
-    assert code == 0
-    (warning,) = warnings(stderr)
-    assert "PR-TYPO" in warning
-    assert "'seasn' (did you mean 'season'?; first in row 1)" in warning
-    assert "'Eshop_price' (did you mean 'eshop_price'?; first in row 3)" in warning
-    assert all("seasn" not in row for sent in service.sent for row in sent.data["products"])
+    assert code == 2
+    assert "row 1: 'seasn' is not a field: did you mean 'season'?" in stderr
+    assert "row 3: 'seasn' is not a field: did you mean 'season'?" in stderr
+    assert "row 3: 'Eshop_price' is not a field: did you mean 'eshop_price'?" in stderr
+    assert "colour" not in stderr
+    assert service.sent == []
 
 
 def test_a_misspelt_document_key_is_named(tmp_path):
