@@ -86,6 +86,30 @@ def _movement_columns(constants: Mapping) -> str:
     )
 
 
+# How a writer that may give a product its first level in a warehouse reads that warehouse's
+# row (whether it sells), after its products' locks: a change of the warehouse
+# (`warehouse_save`) locks the products holding a level there, then the row FOR UPDATE, which
+# waits for every such reader, and every later one waits for the change. The products' locks
+# cannot cover a product that has no level there yet. Every writer of a movement takes this
+# lock anyway when it commits (the movement's foreign key, checked at commit): here it is
+# taken before `sells` is read.
+WAREHOUSE_READ = "FOR KEY SHARE OF w"
+
+
+def warehouses_read(warehouse_ids: Iterable[int]) -> None:
+    """Lock these warehouses' rows as `WAREHOUSE_READ` says, for a writer that reads them in
+    later statements (the products locked by the caller)."""
+    if connection.vendor != "postgresql":
+        # SQLite runs one writer at a time.
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT w.id FROM {connection.ops.quote_name(Warehouse._meta.db_table)} AS w "
+            f"WHERE w.id = ANY(%s) ORDER BY w.id {WAREHOUSE_READ}",
+            [sorted(set(warehouse_ids))],
+        )
+
+
 def default_warehouse() -> Warehouse:
     """The warehouse named by `DEFAULT_WAREHOUSE`, made when it does not exist (as `migrate`
     makes it): stock sent without a warehouse always has a home."""
@@ -185,7 +209,7 @@ def _warehouse_change(pk: int, attributes: Mapping, *, lock: bool) -> Warehouse:
 
     The products first, in id order, then the warehouse (FOR UPDATE): every writer takes its
     products before it reads a warehouse, and one that may give a product its first level in
-    the warehouse reads the warehouse's row with FOR KEY SHARE (`_warehouse_read`). So the
+    the warehouse reads the warehouse's row with FOR KEY SHARE (`WAREHOUSE_READ`). So the
     warehouse's lock waits for each writer that read the row as it was, and each that comes
     later waits for the change; once it is held, the products that hold a level there are all
     committed, and must all be among those locked."""
@@ -294,6 +318,8 @@ def levels_set(
         if before != quantity:
             movements.append((product_id, warehouse_id, Kind.QUANTITY, before, quantity))
     if created:
+        # Before the sums below read whether the warehouse sells (`WAREHOUSE_READ`).
+        warehouses_read([warehouse_id])
         StockLevel.objects.bulk_create(created)
     bulk_update_rows(
         StockLevel,
@@ -467,8 +493,10 @@ def _levels_spread_statement(
         "%(warehouses)s::bigint[], %(quantities)s::integer[]) AS v(product_id, warehouse_id, "
         f"quantity) LEFT JOIN {levels} AS l ON l.product_id = v.product_id "
         "AND l.warehouse_id = v.warehouse_id), " + _level_writes(movement_columns, constants) + ", "
+        f"w AS (SELECT w.id, w.sells FROM {warehouses} AS w "
+        f"WHERE w.id = ANY(%(warehouses)s::bigint[]) {WAREHOUSE_READ}), "
         "named AS (SELECT o.product_id, SUM(o.quantity) FILTER (WHERE w.sells) AS total "
-        f"FROM old AS o JOIN {warehouses} AS w ON w.id = o.warehouse_id GROUP BY o.product_id), "
+        "FROM old AS o JOIN w ON w.id = o.warehouse_id GROUP BY o.product_id), "
         "others AS (SELECT l.product_id, SUM(l.quantity) AS total "
         f"FROM {levels} AS l JOIN {warehouses} AS w ON w.id = l.warehouse_id AND w.sells "
         "WHERE l.product_id = ANY(%(products)s::bigint[]) AND NOT EXISTS (SELECT 1 FROM old AS o "
@@ -543,7 +571,7 @@ def levels_from_table(
     # figure.
     cursor.execute(
         f"WITH w AS (SELECT w.id, w.sells, {_other_levels()} AS others "
-        f"FROM {warehouses} AS w WHERE {chosen}), "
+        f"FROM {warehouses} AS w WHERE {chosen} {WAREHOUSE_READ}), "
         f"changed AS (UPDATE {levels} AS l SET quantity = v.{column}, "
         "posted_at = COALESCE(%(posted_at)s, l.posted_at), updated_at = %(now)s "
         f"FROM {table} AS v CROSS JOIN w "
@@ -716,7 +744,7 @@ def _levels_statement(
     chosen = "w.id = %(warehouse)s" if warehouse_id else "w.code = %(warehouse)s"
     sql = (
         f"WITH w AS (SELECT w.id, w.sells, {_other_levels()} AS others "
-        f"FROM {warehouses} AS w WHERE {chosen}), "
+        f"FROM {warehouses} AS w WHERE {chosen} {WAREHOUSE_READ}), "
         "old AS (SELECT v.id AS product_id, v.quantity, w.id AS warehouse_id, "
         "l.id AS level_id, l.quantity AS before, l.posted_at AS held_at "
         f"FROM {relation} CROSS JOIN w LEFT JOIN {levels} AS l "

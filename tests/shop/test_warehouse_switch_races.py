@@ -17,21 +17,23 @@ import time
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog.models import Product
+from catalog.models import PendingProduct, Product
 from stock.models import Reservation, StockLevel, Warehouse
 from stock.services import warehouse_save
-from tests.factories import ProductFactory, set_level
+from tests.factories import PendingProductFactory, ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import cancel_url, line, order_body, place
 from tests.shop.racing import (
     WAIT,
     RowLockHolder,
     client_with,
+    lock_waiters,
     own_connection,
     wait_for_lock_waiters,
 )
@@ -202,6 +204,82 @@ def test_a_switch_back_to_selling_queued_behind_a_cancellation_counts_the_releas
     product.refresh_from_db()
     assert (product.shop_quantity, product.reserved, product.salable) == (3, 0, 3)
     assert_sums_are_the_levels(product)
+
+
+class PendingKeyHolder(threading.Thread):
+    """Holds a lock on a pending key's row, in its own connection, until released: a push that
+    names the key again waits for it after it has written its levels, before it commits."""
+
+    def __init__(self, pending: PendingProduct):
+        super().__init__(daemon=True)
+        self.pk = pending.pk
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    def run(self):
+        try:
+            with transaction.atomic():
+                PendingProduct.objects.select_for_update().get(pk=self.pk)
+                self.held.set()
+                self.release.wait(WAIT)
+        finally:
+            connection.close()
+
+
+@pytest.mark.parametrize("shape", ["one warehouse", "two warehouses", "batch"])
+def test_a_switch_beside_a_push_giving_a_first_level_there_sums_it_once_committed(
+    warehouses, shape, api_key
+):
+    """A push gives products their first level in BR (so BR's switch cannot know them by
+    their levels) and, before it commits, waits for a pending key it names again; BR stops
+    selling meanwhile. The switch waits for the push, which read BR as selling: after both the
+    products' sums leave BR's new levels out."""
+    central, _ = warehouses
+    products = [
+        ProductFactory(stock_code=f"FIRST-{index}", shop_quantity=0)
+        for index in range(60 if shape == "batch" else 1)
+    ]
+    for product in products:
+        set_level(product, central, 3)
+    pending = PendingProductFactory(stock_code="NOBODY")
+    items = [
+        item(product.stock_code, ean=product.ean, shop_quantity=4, warehouse="BR")
+        for product in products
+    ]
+    if shape == "two warehouses":
+        items.append(
+            item(products[0].stock_code, ean=products[0].ean, shop_quantity=3, warehouse="CEN")
+        )
+    items.append(item("NOBODY", shop_quantity=1, warehouse="BR"))
+    answers = {}
+
+    def push():
+        answers["push"] = post_sync(client_with(api_key), {"products": items})
+
+    holder = PendingKeyHolder(pending)
+    holder.start()
+    assert holder.held.wait(WAIT)
+    pushing = threading.Thread(target=own_connection(push), daemon=True)
+    pushing.start()
+    wait_for_lock_waiters(1)
+    switching = threading.Thread(
+        target=own_connection(lambda: switch_by_service("BR", False)), daemon=True
+    )
+    switching.start()
+    # The switch waits for the push (or, were it not to, ends before the push commits).
+    deadline = time.monotonic() + 5
+    while switching.is_alive() and lock_waiters() < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    holder.release.set()
+    for thread in (holder, pushing, switching):
+        thread.join(WAIT)
+        assert not thread.is_alive()
+
+    assert answers["push"].status_code == 200, answers["push"].json()
+    assert not Warehouse.objects.get(code="BR").sells
+    for product in products:
+        assert_sums_are_the_levels(product)
+        assert product.shop_quantity == 3
 
 
 # --- under load ----------------------------------------------------------------------------------
