@@ -7,6 +7,7 @@ The shared read-only pieces and links live here, below `sync.admin`, which impor
 import re
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.utils import flatten, unquote
@@ -21,6 +22,7 @@ from catalog.models import Product, SyncAudit
 from core.admin import ReadOnlyInline
 from core.display import local_time
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse
+from stock.selectors import warehouse_code_warning
 from stock.services import warehouse_save
 
 # ---------------------------------------------------------------------------------------------
@@ -179,11 +181,16 @@ def _refusal(warehouse: Warehouse, held: str) -> str:
 class WarehouseAdmin(admin.ModelAdmin):
     """Staff create and edit warehouses; one that holds stock is never deleted."""
 
-    list_display = ("code", "name", "sells", "priority", "lead_time_days")
+    list_display = ("code", "default_marker", "name", "sells", "priority", "lead_time_days")
     list_filter = ("sells",)
     search_fields = ("code", "name")
     ordering = ("priority", "code")
     fields = ("code", "name", "sells", "priority", "lead_time_days")
+
+    @admin.display(description="default", boolean=True)
+    def default_marker(self, obj: Warehouse) -> bool:
+        """The warehouse of items that name none (DEFAULT_WAREHOUSE)."""
+        return obj.code == settings.DEFAULT_WAREHOUSE
 
     def get_ordering(self, request):
         # Codes compared by code points, as units are taken, not by the database's locale.
@@ -203,7 +210,8 @@ class WarehouseAdmin(admin.ModelAdmin):
         return form
 
     def save_model(self, request, obj, form, change):
-        # Through the service: a warehouse that stops (or starts) selling changes the sums.
+        # Through the service: a warehouse that stops (or starts) selling changes the sums,
+        # under the products' locks.
         saved, _ = warehouse_save(
             obj.code,
             name=obj.name,
@@ -212,6 +220,9 @@ class WarehouseAdmin(admin.ModelAdmin):
             lead_time_days=obj.lead_time_days,
         )
         obj.pk, obj.name = saved.pk, saved.name
+        warning = warehouse_code_warning(saved.code)
+        if warning:
+            self.message_user(request, warning, messages.WARNING)
 
     def delete_view(self, request, object_id, extra_context=None):
         warehouse = self.get_object(request, unquote(object_id))
@@ -302,6 +313,39 @@ class StockLevelAdmin(ReadOnlyAdmin):
         )
 
 
+class ProductFilter(admin.SimpleListFilter):
+    """The product a list is narrowed to (the product page's links set it): shown in the
+    sidebar while applied, with "All" to clear it. Only the chosen product is listed: a
+    catalogue has too many to choose from here (search by stock code instead)."""
+
+    title = "product"
+    parameter_name = "product__id__exact"
+
+    def _chosen(self) -> Product | None:
+        value = self.value()
+        if value is None or not value.isdigit():
+            return None
+        return Product.objects.filter(pk=int(value)).first()
+
+    def lookups(self, request, model_admin):
+        chosen = self._chosen()
+        if chosen is None:
+            return ()
+        label = chosen.stock_code + (f" / {chosen.ean}" if chosen.ean else "")
+        return ((str(chosen.pk), label),)
+
+    def has_output(self) -> bool:
+        return self.value() is not None
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        if not value.isdigit():
+            return queryset.none()
+        return queryset.filter(product_id=int(value))
+
+
 @admin.register(StockMovement)
 class StockMovementAdmin(ReadOnlyAdmin):
     """Why every figure moved, newest first."""
@@ -316,7 +360,7 @@ class StockMovementAdmin(ReadOnlyAdmin):
         "reason",
         "source",
     )
-    list_filter = ("warehouse", "reason", "kind")
+    list_filter = (ProductFilter, "warehouse", "reason", "kind")
     search_fields = ("product__stock_code", "order_number", "request_id")
     list_select_related = ("product", "warehouse", "sync_audit", "order")
     ordering = ("-created_at", "-id")
@@ -391,33 +435,74 @@ class ReservationAdmin(ReadOnlyAdmin):
 MOVEMENTS_ON_PAGE = 50
 
 
-class StockLevelInline(ReadOnlyInline):
-    """The product's level in each warehouse it was sent for."""
+def level_shortfall(level: StockLevel) -> int:
+    """Units a selling level lacks for its reservations: what it takes off the product's
+    salable beyond handing over nothing itself (0 for a level at or above its reserved)."""
+    if not level.warehouse.sells:
+        return 0
+    return max(0, level.reserved - level.quantity)
 
-    model = StockLevel
-    fk_name = "product"
-    verbose_name = "level"
-    verbose_name_plural = "stock per warehouse"
-    fields = ("warehouse_code", "quantity", "reserved", "salable", "posted_at")
-    readonly_fields = fields
 
-    def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .select_related("warehouse")
-            .order_by("warehouse__priority", "warehouse__code")
+def _level_note(level: StockLevel) -> str:
+    code, quantity, reserved = level.warehouse.code, level.quantity, level.reserved
+    what = (
+        f"{code} is at {quantity}, below zero"
+        if quantity < 0 and reserved == 0
+        else f"{code} is at {quantity}, below the {reserved} its open reservations hold"
+    )
+    return (
+        f"{what}: it hands over nothing (its salable is 0), and as the product's on hand and "
+        f"reserved are sums over the selling warehouses, it lowers the product's salable by "
+        f"{level_shortfall(level)} below what the other warehouses could hand over."
+    )
+
+
+def product_levels_table(product: Product) -> str:
+    """The product's level in each warehouse, in the order units are taken (priority, then
+    code), under one header row, with a note for each selling level that is negative or below
+    its reservations (decisions: such a level lowers the product's salable)."""
+    levels = list(
+        product.levels.select_related("warehouse").order_by(
+            "warehouse__priority", "warehouse__code"
         )
-
-    @admin.display(description="Warehouse")
-    def warehouse_code(self, obj: StockLevel) -> str:
-        if obj.warehouse.sells:
-            return obj.warehouse.code
-        return format_html("{} <small>(does not sell)</small>", obj.warehouse.code)
-
-    @admin.display(description="salable")
-    def salable(self, obj: StockLevel) -> int:
-        return obj.salable
+    )
+    if not levels:
+        return "No level yet: the partner system has sent no figure of this product."
+    body = format_html_join(
+        "",
+        '<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href="{}">'
+        "movements</a></td></tr>",
+        (
+            (
+                mark_safe(' class="short"') if level_shortfall(level) else "",
+                level.warehouse.code
+                if level.warehouse.sells
+                else format_html("{} <small>(does not sell)</small>", level.warehouse.code),
+                level.quantity,
+                level.reserved,
+                level.salable,
+                local_time(level.posted_at) if level.posted_at else "-",
+                changelist_url(
+                    StockMovement,
+                    product__id__exact=product.pk,
+                    warehouse__id__exact=level.warehouse_id,
+                ),
+            )
+            for level in levels
+        ),
+    )
+    notes = format_html_join(
+        "",
+        '<p class="level-note">{}</p>',
+        ((_level_note(level),) for level in levels if level_shortfall(level)),
+    )
+    return format_html(
+        '<table class="stock-levels"><thead><tr><th>Warehouse</th><th>On hand</th>'
+        "<th>Reserved</th><th>Salable</th><th>Document posted at</th><th></th></tr></thead>"
+        "<tbody>{}</tbody></table>{}",
+        body,
+        notes,
+    )
 
 
 def product_movements_table(product: Product) -> str:

@@ -168,3 +168,23 @@ def reservations_open_by_warehouse() -> dict[str, tuple[int, datetime | None]]:
         oldest=Subquery(open_here.annotate(oldest=Min("created_at")).values("oldest")),
     ).values_list("code", "units", "oldest")
     return {code: (units or 0, oldest) for code, units, oldest in rows}
+
+
+def warehouse_code_warning(code: str) -> str:
+    """A warning when other warehouses' codes differ from `code` only by case ("" when none
+    does): codes are case-sensitive, so `east` beside `EAST` is a warehouse of its own, which
+    staff may not have meant."""
+    alike = sorted(
+        other
+        for other in Warehouse.objects.filter(code__iexact=code)
+        .exclude(code=code)
+        .values_list("code", flat=True)
+        # The database's comparison of case may be wider than ASCII's: the codes decide.
+        if other.lower() == code.lower()
+    )
+    if not alike:
+        return ""
+    return (
+        f"The code {code} differs only by case from {', '.join(alike)}: codes are "
+        f"case-sensitive, so {code} is a warehouse of its own."
+    )

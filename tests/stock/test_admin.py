@@ -6,11 +6,13 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from django.contrib import messages
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
+from core.display import local_time
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse
 from stock.services import (
     Source,
@@ -131,6 +133,41 @@ class TestWarehouses:
         # It stopped selling: only the default warehouse's 4 count.
         assert product.shop_quantity == 4
 
+    def test_a_code_that_differs_from_another_only_by_case_is_saved_with_a_warning(
+        self, boss_client
+    ):
+        warehouse_save("EAST")
+
+        response = boss_client.post(
+            reverse("admin:stock_warehouse_add"),
+            {"code": "east", "name": "", "sells": "on", "priority": "100", "lead_time_days": "0"},
+            follow=True,
+        )
+
+        assert response.status_code == 200
+        assert set(Warehouse.objects.values_list("code", flat=True)) >= {"EAST", "east"}
+        warnings = [
+            str(message)
+            for message in response.context["messages"]
+            if message.level == messages.WARNING
+        ]
+        assert warnings == [
+            "The code east differs only by case from EAST: codes are case-sensitive, so east "
+            "is a warehouse of its own."
+        ]
+
+    def test_no_case_warning_for_a_code_of_its_own(self, boss_client):
+        warehouse_save("EAST")
+
+        response = boss_client.post(
+            reverse("admin:stock_warehouse_add"),
+            {"code": "WEST", "name": "", "sells": "on", "priority": "100", "lead_time_days": "0"},
+            follow=True,
+        )
+
+        assert response.status_code == 200
+        assert not [m for m in response.context["messages"] if m.level == messages.WARNING]
+
     def test_the_code_is_not_changed_once_made(self, boss_client):
         branch, _ = warehouse_save("BRNO")
         url = reverse("admin:stock_warehouse_change", args=(branch.pk,))
@@ -243,19 +280,13 @@ class TestProductPage:
         response = boss_client.get(reverse("admin:catalog_product_change", args=(product.pk,)))
 
         assert response.status_code == 200
-        levels = {
-            form.instance.warehouse.code: (
-                form.instance.quantity,
-                form.instance.reserved,
-                form.instance.salable,
-                form.instance.posted_at,
-            )
-            for formset in response.context["inline_admin_formsets"]
-            if formset.opts.model is StockLevel
-            for form in formset.formset.forms
-        }
-        assert levels == {"BRNO": (5, 2, 3, NOW), "MAIN": (7, 0, 7, None)}
         page = response.content.decode()
+        levels = re.search(r'<table class="stock-levels">(.*?)</table>', page, re.S).group(1)
+        assert [_cells(row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", levels, re.S)] == [
+            ["Warehouse", "On hand", "Reserved", "Salable", "Document posted at", ""],
+            ["BRNO", "5", "2", "3", local_time(NOW), "movements"],
+            ["MAIN", "7", "0", "7", "-", "movements"],
+        ]
         text = _text(response)
         assert "Stock per warehouse" in text
         # Newest first: the placement, the sync, the staff edit (and the factory's first level).

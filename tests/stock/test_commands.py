@@ -68,6 +68,27 @@ class TestCreateWarehouse:
         assert _run("create_warehouse", "BRNO") == "BRNO created\n"
         assert set(Warehouse.objects.values_list("code", flat=True)) >= {"brno", "BRNO"}
 
+    def test_a_code_that_differs_from_another_only_by_case_is_made_with_a_warning(self):
+        _run("create_warehouse", "EAST")
+        out, err = StringIO(), StringIO()
+
+        call_command("create_warehouse", "east", stdout=out, stderr=err)
+
+        assert out.getvalue() == "east created\n"
+        assert err.getvalue() == (
+            "Warning: The code east differs only by case from EAST: codes are case-sensitive, "
+            "so east is a warehouse of its own.\n"
+        )
+        assert set(Warehouse.objects.values_list("code", flat=True)) >= {"EAST", "east"}
+
+    def test_no_warning_for_a_code_of_its_own(self):
+        _run("create_warehouse", "EAST")
+        err = StringIO()
+
+        call_command("create_warehouse", "WEST", stdout=StringIO(), stderr=err)
+
+        assert err.getvalue() == ""
+
     def test_a_warehouse_that_stops_selling_leaves_the_products_sums(self):
         product = ProductFactory(shop_quantity=4)
         branch, _ = warehouse_save("BRNO")

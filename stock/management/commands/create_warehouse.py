@@ -6,6 +6,7 @@ from django.db import transaction
 
 from core.text import has_invisible_characters
 from stock.models import WAREHOUSE_CODE_HELP, WAREHOUSE_CODE_PATTERN, Warehouse
+from stock.selectors import warehouse_code_warning
 from stock.services import warehouse_save
 
 # The database's integer column.
@@ -80,3 +81,8 @@ class Command(BaseCommand):
             )
             raise CommandError(f"The warehouse {code} was not saved: {problems}") from exc
         self.stdout.write(f"{warehouse.code} {'created' if created else 'updated'}")
+        warning = warehouse_code_warning(warehouse.code)
+        if warning:
+            # Not an error: the warehouse is saved. On stderr, so the line above stays the
+            # whole of what scripts read.
+            self.stderr.write(self.style.WARNING(f"Warning: {warning}"))
