@@ -12,6 +12,9 @@ Every change of a level's quantity or reserved units is recorded as a `StockMove
 reason and source. Every writer here runs inside its caller's transaction, with the products'
 rows locked by the caller (placement, sync, imports, pending keys, staff) or locked here in
 primary-key order (release, booking), so that concurrent writers queue instead of deadlocking.
+A warehouse's `sells` and `priority` change only here too (`warehouse_save`): the products
+holding a level there are locked first, then the warehouse's row; a writer reads a warehouse
+after its products' locks, with `WAREHOUSE_READ` where it may make a product's first level there.
 """
 
 from __future__ import annotations
