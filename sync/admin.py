@@ -23,10 +23,10 @@ from core.text import NO_NUL_PATTERN
 from stock.admin import (
     MOVEMENTS_ON_PAGE,
     ReadOnlyAdmin,
-    StockLevelInline,
     admin_link,
     audit_label,
     changelist_url,
+    product_levels_table,
     product_link,
     product_movements_table,
     reservation_cause_display,
@@ -137,17 +137,17 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         "discontinued",
         "on_promotion",
     )
-    inlines = (StockLevelInline, OpenReservationInline)
+    inlines = (OpenReservationInline,)
     ordering = ("stock_code", "ean")
     stock_fieldset = (
         "Stock the shop can sell",
         {
             "description": (
-                "salable = max(0, on hand − reserved − buffer). Reserved is what open "
-                "shop orders hold (listed below) until the partner system's figures include "
-                "them."
+                "salable = max(0, on hand − reserved − buffer), on hand and reserved summed "
+                "over the warehouses that sell. Reserved is what open shop orders hold (listed "
+                "at the bottom) until the partner system's figures include them."
             ),
-            "fields": (("reserved", "salable_display"), "safety_buffer"),
+            "fields": ("levels_table", ("reserved", "salable_display"), "safety_buffer"),
         },
     )
     fieldsets = (
@@ -179,7 +179,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
         {
             "description": (
                 f"Why the levels and reserved units moved, newest first (the last "
-                f"{MOVEMENTS_ON_PAGE}); the levels per warehouse are listed below."
+                f"{MOVEMENTS_ON_PAGE}); the levels per warehouse are at the top."
             ),
             "fields": ("movements_table",),
         },
@@ -200,12 +200,13 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return self.fieldsets
-        # Right under the values they explain: "why does the shop show 3?"
+        # What the shop can sell, per warehouse, first; the movements right under the values
+        # they explain: "why does the shop show 3?"
         _, _, catalogue = self.fieldsets
         erp = (None, {"fields": self._erp_read_only})
         return (
-            erp,
             self.stock_fieldset,
+            erp,
             self.movements_fieldset,
             self.history_fieldset,
             catalogue,
@@ -217,6 +218,7 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
             return ()
         return (
             *self._erp_read_only,
+            "levels_table",
             "reserved",
             "salable_display",
             "created_at",
@@ -271,6 +273,10 @@ class ProductAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
             places = 0 if db_field.name == "weight_kg" else 2
             kwargs["widget"] = DecimalInput(min_places=places)
         return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    @admin.display(description="Stock per warehouse")
+    def levels_table(self, obj: Product) -> str:
+        return product_levels_table(obj)
 
     @admin.display(description="Movements")
     def movements_table(self, obj: Product) -> str:

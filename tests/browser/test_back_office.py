@@ -19,11 +19,12 @@ from django.contrib.auth.models import Group, User
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog.models import SyncAudit
+from catalog.models import Product, SyncAudit
 from orders import demo as orders_demo
 from orders.models import Order
 from partner_api.keys import api_key_create
 from plants import demo as plants_demo
+from stock import demo as stock_demo
 from stock.models import StockMovement
 from sync import demo as catalog_demo
 from sync.pause import sync_pause_set
@@ -390,3 +391,54 @@ def test_no_admin_page_scrolls_sideways_in_a_1400_pixel_window(live_server, erp,
     assert not overflowing, "\n".join(f"{url}: {measured}" for url, measured in overflowing)
     # The lists of orders, products, reservations and history, and the pages with lines.
     assert identifiers > 20
+
+
+_LEVELS_PLACE = """() => {
+  const top = (element) => element.getBoundingClientRect().top + window.scrollY;
+  const levels = document.querySelector("table.stock-levels");
+  const note = document.querySelector(".level-note");
+  return {
+    top: top(levels),
+    bottom: top(levels) + levels.getBoundingClientRect().height,
+    rows: levels.querySelectorAll("tbody tr").length,
+    note: note ? top(note) + note.getBoundingClientRect().height : null,
+    movements: top(document.querySelector("table.stock-movements")),
+    page: document.documentElement.scrollHeight,
+  };
+}"""
+
+
+def test_the_product_page_shows_its_levels_first_in_a_1400_pixel_window(live_server, erp, browser):
+    """Staff open a product to see what each warehouse holds: the levels, their salable and
+    the note on a negative level are on the first screen, above the movements."""
+    User.objects.create_superuser("marta", "marta@example.com", PASSWORD)
+    stock_demo.seed()
+    catalog_demo.seed()
+    code = "PT-195-65-15-A"
+    erp(
+        _item(stock_code=code, ean="", shop_quantity=2),
+        _item(stock_code=code, ean="", warehouse="EAST", shop_quantity=3),
+        _item(stock_code=code, ean="", warehouse="WEST", shop_quantity=-1),
+        request_id="ST-2026-0101",
+    )
+    product = Product.objects.get(stock_code=code)
+    context = browser.new_context(viewport=WIDE_WINDOW)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/admin/login/")
+        page.fill("#id_username", "marta")
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        page.goto(f"{live_server.url}{reverse('admin:catalog_product_change', args=(product.pk,))}")
+        placed = page.evaluate(_LEVELS_PLACE)
+        _screenshot(page, "product-levels-first.png")
+    finally:
+        context.close()
+
+    assert placed["rows"] == 3, placed
+    # The whole table and its note on the first screen (900 px), under the page's header.
+    assert placed["top"] < 300, placed
+    assert placed["bottom"] < WIDE_WINDOW["height"], placed
+    assert placed["note"] is not None and placed["note"] < WIDE_WINDOW["height"], placed
+    assert placed["movements"] > placed["bottom"], placed
