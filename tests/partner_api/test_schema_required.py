@@ -1,7 +1,7 @@
 """The OpenAPI document's answers say which fields an answer always carries: real calls of every
 operation (applied, dry-run, replayed and paused syncs, the stock query, placements, reads,
-cancellations, the orders feed with and without `limit`, acknowledgements, status reports, the
-plant, and their 400, 401, 403, 404, 409 and 422 bodies) are checked against the schema of the
+cancellations, the orders feed with and without `limit`, acknowledgements, status reports,
+shipments, the plant, and their 400, 401, 403, 404, 409 and 422 bodies) are checked against the schema of the
 answer the document gives for their path, method and status:
 
 - every property a schema lists as `required` is in every answer of that schema, and
@@ -280,6 +280,37 @@ def _order_calls(answers: Answers, partner: APIClient, shop: APIClient) -> None:
     answers.add(_send(partner, "orders-poll", method="get", query="?partner_status=all"), 200)
 
 
+def _shipment_calls(answers: Answers, partner: APIClient, shop: APIClient) -> None:
+    product = ProductFactory(stock_code="PT-3", ean="8591234567003", shop_quantity=10)
+    orders = []
+    for number in ("W-4", "W-5", "W-6"):
+        placed = answers.add(
+            _send(shop, "shop-orders", order_body(line(product, 2), number=number)), 201
+        )
+        orders.append(placed["order_id"])
+    shipping, cancelled, waiting = orders
+    for order_id in (shipping, cancelled):
+        ack = {"partner_reference": f"FA-{order_id}"}
+        answers.add(_send(partner, "orders-acknowledge", ack, order_id=order_id), 200)
+    answers.add(_send(partner, "orders-status", {"status": "cancelled"}, order_id=cancelled), 200)
+
+    parcel = {"shipment_id": "P-1", "lines": [{"line": 0, "quantity": 1}], "carrier": "PPL"}
+    answers.add(_send(partner, "orders-shipments", parcel, order_id=shipping), 201)
+    answers.add(_send(partner, "orders-shipments", parcel, order_id=shipping), 200)
+    other_lines = {**parcel, "lines": [{"line": 0, "quantity": 2}]}
+    answers.add(_send(partner, "orders-shipments", other_lines, order_id=shipping), 409)
+    over = {"shipment_id": "P-2", "lines": [{"line": 0, "quantity": 5}]}
+    answers.add(_send(partner, "orders-shipments", over, order_id=shipping), 409)
+    answers.add(_send(partner, "orders-shipments", {**over, "lines": []}, order_id=shipping), 422)
+    answers.add(_send(partner, "orders-shipments", parcel, order_id=cancelled), 409)
+    answers.add(_send(partner, "orders-shipments", parcel, order_id=waiting), 409)
+    answers.add(_send(partner, "orders-shipments", parcel, order_id=999999), 404)
+    rest = {"shipment_id": "P-3", "lines": [{"line": 0, "quantity": 1}]}
+    shipped = answers.add(_send(partner, "orders-shipments", rest, order_id=shipping), 201)
+    assert shipped["status"] == "shipped"
+    answers.add(_send(shop, "shop-order", method="get", order_id=shipping), 200)
+
+
 def _plant_and_key_calls(answers: Answers, partner: APIClient, shop: APIClient) -> None:
     plant = PlantFactory(name="Fern", tags=["shade"])
     answers.add(_send(partner, "plant", {"id": plant.pk, "status": "sold"}, method="put"), 200)
@@ -298,6 +329,8 @@ def test_every_answer_s_required_fields_are_what_the_service_always_sends(
 
     _sync_calls(answers, partner)
     _order_calls(answers, partner, shop)
+    if "/api/v1/partner/orders/{order_id}/shipments" in document["paths"]:
+        _shipment_calls(answers, partner, shop)
     _plant_and_key_calls(answers, partner, shop)
 
     assert not answers.missing, "\n".join(answers.missing)
