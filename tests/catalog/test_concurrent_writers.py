@@ -220,10 +220,12 @@ def test_a_product_committed_after_a_batchs_second_look_resolves_its_pending_key
     assert response.json()["unknown_products"] == 1
     assert "Created 1" in results["import"]
     new = Product.objects.get(stock_code="NEW")
-    # The creation resolved the batch's key and applied its values.
+    # The creation resolved the batch's key; what the file set stands (the key's item was for
+    # the warehouse the file gave a level for).
     pending = PendingProduct.objects.get(stock_code="NEW")
     assert (pending.state, pending.resolved_product_id) == (PendingProduct.State.RESOLVED, new.pk)
-    assert new.shop_quantity == 7
+    assert new.shop_quantity == 0
+    assert "Resolved 1 pending key(s); applied 0 warehouse level(s)" in results["import"]
 
 
 class RowMover(threading.Thread):
