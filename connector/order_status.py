@@ -36,15 +36,26 @@ from connector.rows import (
 
 STATUS_PATH = "/api/v1/partner/orders/{order_id}/status"
 # The service's transition table (orders/states.py; the connector does not import the service,
-# a test keeps the two equal): from each status, the statuses the partner system may report.
-STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
-    "new": frozenset({"shipped", "cancelled"}),
-    "shipped": frozenset({"delivered"}),
-    "delivered": frozenset(),
-    "cancelled": frozenset(),
+# a test keeps the two equal): from each status, the statuses an order may move to, and what
+# moves it there: a status report (this command) or the order's shipments (`orders ship`).
+_REPORT = frozenset({"report"})
+_SHIPMENTS = frozenset({"shipments"})
+STATUS_TRANSITIONS: dict[str, dict[str, frozenset[str]]] = {
+    "new": {"partially_shipped": _SHIPMENTS, "shipped": _REPORT | _SHIPMENTS, "cancelled": _REPORT},
+    "partially_shipped": {"shipped": _SHIPMENTS},
+    "shipped": {"delivered": _REPORT | _SHIPMENTS},
+    "delivered": {},
+    "cancelled": {},
 }
 PARTNER_REPORTED_STATUSES: tuple[str, ...] = tuple(
-    sorted({target for targets in STATUS_TRANSITIONS.values() for target in targets})
+    sorted(
+        {
+            target
+            for targets in STATUS_TRANSITIONS.values()
+            for target, movers in targets.items()
+            if "report" in movers
+        }
+    )
 )
 # Column: longest value the service takes.
 TEXT_LIMITS = {"carrier": 64, "tracking_number": 128, "tracking_url": 500}

@@ -22,6 +22,9 @@ order_placement_recorded = Signal()
 # ("shop", "partner" or "staff").
 order_status_changed = Signal()
 
+# One shipment call was answered: result ("recorded", "repeated", "conflict": refused with 409).
+shipment_recorded = Signal()
+
 
 def send_at_commit(signal: Signal, **kwargs) -> None:
     """Send `signal` once the current transaction commits (at once outside a transaction): a

@@ -21,3 +21,4 @@ class MonitoringConfig(AppConfig):
         signals.order_status_changed.connect(
             metrics.record_order_status_change, dispatch_uid="order-status-metrics"
         )
+        signals.shipment_recorded.connect(metrics.record_shipment, dispatch_uid="shipment-metrics")

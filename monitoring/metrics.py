@@ -14,7 +14,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, values
 
 from catalog.models import SyncAudit
-from orders.states import PARTNER_REPORTED_STATUSES, Actor
+from orders.states import STATUS_TRANSITIONS, Actor
 
 PREFIX = "stock_sync"
 
@@ -25,6 +25,8 @@ SYNC_OUTCOMES = tuple(SyncAudit.Outcome.values)
 ITEM_RESULTS = ("updated", "unknown", "stale")
 ACKNOWLEDGEMENT_RESULTS = ("acknowledged", "repeated", "conflict", "not_found")
 PLACEMENT_RESULTS = ("created", "replayed", "short", "refused")
+# conflict: refused with 409 (another parcel under the id, units over, an order that takes none).
+SHIPMENT_RESULTS = ("recorded", "repeated", "conflict")
 # Who changes what became of an order, and to what (the states table's statuses).
 STATUS_CHANGE_ACTORS = (Actor.SHOP.value, Actor.PARTNER.value, Actor.STAFF.value)
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -81,6 +83,12 @@ ORDER_STATUS_CHANGES = Counter(
     ("status", "by"),
     registry=REGISTRY,
 )
+SHIPMENTS = Counter(
+    f"{PREFIX}_shipments",
+    "Shipment calls by result (conflict: refused with 409).",
+    ("result",),
+    registry=REGISTRY,
+)
 HTTP_REQUESTS = Counter(
     f"{PREFIX}_http_requests",
     "HTTP requests by view, method and status.",
@@ -107,7 +115,10 @@ for _result in ACKNOWLEDGEMENT_RESULTS:
     ACKNOWLEDGEMENTS.labels(result=_result)
 for _result in PLACEMENT_RESULTS:
     ORDERS_PLACED.labels(result=_result)
-for _status in PARTNER_REPORTED_STATUSES:
+for _result in SHIPMENT_RESULTS:
+    SHIPMENTS.labels(result=_result)
+# Every status an order may move to (partially_shipped, shipped, delivered, cancelled).
+for _status in sorted({target for targets in STATUS_TRANSITIONS.values() for target in targets}):
     for _by in STATUS_CHANGE_ACTORS:
         ORDER_STATUS_CHANGES.labels(status=_status, by=_by)
 
@@ -150,6 +161,12 @@ def record_order_status_change(sender=None, *, status: str, by: str, **signal) -
     """Count one change of what became of an order (not a repeat of the current status;
     `core.signals.order_status_changed`)."""
     ORDER_STATUS_CHANGES.labels(status=status, by=by).inc()
+
+
+def record_shipment(sender=None, *, result: str, **signal) -> None:
+    """Count one shipment call (`core.signals.shipment_recorded`): recorded, repeated or
+    conflict."""
+    SHIPMENTS.labels(result=result).inc()
 
 
 def record_http_request(*, view: str, method: str, status: int, duration: float) -> None:

@@ -18,6 +18,7 @@ from orders.states import (
     OrderSource,
     OrderStatus,
     effective_status,
+    reported_targets,
     status_change_allowed,
 )
 from stock.admin import ReservationOfOrderInline, allocations_display
@@ -32,8 +33,12 @@ def _status_label(status: str) -> str:
 
 
 def _moves_text(status: str) -> str:
-    targets = sorted(STATUS_TRANSITIONS[effective_status(status)])
-    return ", ".join(targets) if targets else "nothing (it is final)"
+    targets = reported_targets(status)
+    if targets:
+        return ", ".join(targets)
+    if STATUS_TRANSITIONS[effective_status(status)]:
+        return "nothing by hand (its shipments move it on)"
+    return "nothing (it is final)"
 
 
 class OrderForm(forms.ModelForm):
@@ -51,7 +56,7 @@ class OrderForm(forms.ModelForm):
             # Orders are not added in the admin (OrderAdmin.has_add_permission).
             return
         current = self.instance.status
-        targets = sorted(STATUS_TRANSITIONS[effective_status(current)])
+        targets = reported_targets(current)
         choices = [
             (current, f"{_status_label(current)} (leave as is)"),
             *((target, OrderStatus(target).label) for target in targets),

@@ -176,3 +176,58 @@ class OrderStatusChange(models.Model):
         if new is None:
             return f"{old}, then cleared"
         return f"{old} → {new}"
+
+
+SHIPMENT_ID_MAX_LENGTH = 64
+WAREHOUSE_CODE_MAX_LENGTH = 32
+
+
+class Shipment(models.Model):
+    """A parcel of an order: which units left (its lines), from where, when, with which
+    tracking. The partner system names it (`shipment_id`, unique within the order)."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="shipments")
+    # The partner system's own id of the parcel (not this row's primary key).
+    shipment_id = models.CharField(max_length=SHIPMENT_ID_MAX_LENGTH)
+    # The code of the warehouse it left from, as the partner system said it (checked against
+    # the stored warehouses when recorded); null: not said. Text, not a foreign key: the
+    # parcel's record stays whatever becomes of the warehouse.
+    warehouse = models.CharField(max_length=WAREHOUSE_CODE_MAX_LENGTH, null=True, blank=True)
+    shipped_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    carrier = models.CharField(max_length=CARRIER_MAX_LENGTH, null=True, blank=True)
+    tracking_number = models.CharField(max_length=TRACKING_NUMBER_MAX_LENGTH, null=True, blank=True)
+    tracking_url = models.CharField(
+        max_length=TRACKING_URL_MAX_LENGTH, null=True, blank=True, verbose_name="tracking URL"
+    )
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("order", "shipped_at", "id")
+        constraints = (
+            models.UniqueConstraint(
+                fields=("order", "shipment_id"), name="orders_shipment_id_unique_in_order"
+            ),
+        )
+
+    def __str__(self) -> str:
+        return self.shipment_id
+
+
+class ShipmentLine(models.Model):
+    """Units of one order line in a shipment. `line` is the item's index in the Order record's
+    `items` (0 for the first), as the partner system names it."""
+
+    shipment = models.ForeignKey(Shipment, on_delete=models.CASCADE, related_name="lines")
+    line = models.PositiveIntegerField()
+    quantity = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ("shipment", "line")
+        verbose_name = "shipment line"
+        constraints = (
+            models.UniqueConstraint(fields=("shipment", "line"), name="orders_shipment_line_once"),
+        )
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.quantity}"

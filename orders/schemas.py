@@ -178,7 +178,7 @@ SHOP_ORDER_MAX_AGE = timedelta(hours=24)
 MONEY_LIMIT = 10 ** (m.MONEY_MAX_DIGITS - m.MONEY_DECIMAL_PLACES)
 
 
-def _strict_integer(value: Any) -> Any:
+def strict_integer(value: Any) -> Any:
     # A quantity is a count: 2.0 or "2" would be a guess about what the shop meant.
     if isinstance(value, bool) or not isinstance(value, int):
         raise PydanticCustomError("int_type", "Input should be a valid integer")
@@ -211,7 +211,7 @@ NonNegativeMoney = Annotated[
 ]
 ShopQuantity = Annotated[
     int,
-    BeforeValidator(_strict_integer),
+    BeforeValidator(strict_integer),
     Field(ge=1, le=SHOP_LINE_MAX_QUANTITY),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": SHOP_LINE_MAX_QUANTITY}),
 ]

@@ -1,7 +1,7 @@
 """Reads of orders: the partner's poll, one order as the partner sees it, the dashboard summary.
 
-The partner records are built as plain dicts from two queries (orders, then their items)
-whatever the number of orders: a poll of a thousand orders must not cost a thousand queries
+The partner records are built as plain dicts from three queries (orders, their items, their
+shipments' lines) whatever the number of orders: a poll of a thousand orders must not cost a thousand queries
 or a thousand model instances.
 
 A poll can be paged: a page holds at most `limit` orders and ends with a cursor, the key
@@ -30,6 +30,7 @@ from orders.models import (
     ORDER_RECORD_COLUMNS,
     Order,
     OrderItem,
+    ShipmentLine,
 )
 from orders.states import PartnerStatus, partner_statuses_for
 
@@ -38,6 +39,26 @@ _ITEM_COLUMNS = ("order_id", "name", "quantity", "unit_price", "total", "ean", "
 # Each line's allocations, read in the items' own query (a join: one row per part, in the
 # order taken), so that a page of orders still costs one query for its items.
 _ALLOCATION_COLUMNS = ("id", "reservations__warehouse__code", "reservations__quantity")
+# The shipments, read through their lines (a shipment has at least one): one row per line, the
+# shipment's columns repeated, so that a page of orders costs one query for its shipments too.
+_SHIPMENT_COLUMNS = (
+    "shipment__order_id",
+    "shipment_id",
+    "shipment__shipment_id",
+    "shipment__warehouse",
+    "shipment__shipped_at",
+    "shipment__delivered_at",
+    "shipment__carrier",
+    "shipment__tracking_number",
+    "shipment__tracking_url",
+    "line",
+    "quantity",
+)
+# The shipments' order in the record: by shipped_at, then by when each was recorded.
+_SHIPMENT_ORDER = ("shipment__order_id", "shipment__shipped_at", "shipment_id", "line")
+# The Order record's fields that the latest shipment carrying a value gives (else the status
+# operation's).
+TRACKING_FIELDS = ("carrier", "tracking_number", "tracking_url")
 
 
 PAGE_LIMIT_MAX = 1000
@@ -146,7 +167,8 @@ def orders_page_for_partner(
         rows = list(orders.values_list(*_ORDER_COLUMNS))
         # The items are selected by the same conditions (a join), not by a list of ids.
         items = OrderItem.objects.filter(order__in=orders.values("pk"))
-        return OrderPage(orders=_partner_records(rows, items), next_key=None)
+        lines = ShipmentLine.objects.filter(shipment__order__in=orders.values("pk"))
+        return OrderPage(orders=_partner_records(rows, items, lines), next_key=None)
     # One status at a time: each query reads its page straight off the index in order, where
     # one query for two statuses would sort every matching order to find the first few. One
     # order more than the page tells whether another page follows.
@@ -157,9 +179,11 @@ def orders_page_for_partner(
     rows.sort(key=lambda row: (row[2], row[0]))
     more = len(rows) > limit
     rows = rows[:limit]
-    items = OrderItem.objects.filter(order_id__in=[row[0] for row in rows])
+    ids = [row[0] for row in rows]
+    items = OrderItem.objects.filter(order_id__in=ids)
+    lines = ShipmentLine.objects.filter(shipment__order_id__in=ids)
     next_key = OrderKey(created_at=rows[-1][2], order_id=rows[-1][0]) if more else None
-    return OrderPage(orders=_partner_records(rows, items), next_key=next_key)
+    return OrderPage(orders=_partner_records(rows, items, lines), next_key=next_key)
 
 
 # Orders per query of a poll without a limit: what the answer keeps in memory at a time.
@@ -193,14 +217,21 @@ def order_for_partner(*, order_id: int) -> dict[str, Any] | None:
             *_ORDER_COLUMNS
         )
     )
-    records = _partner_records(rows, OrderItem.objects.filter(order_id=order_id))
+    records = _partner_records(rows, *_of_one_order(order_id))
     return records[0] if records else None
 
 
 def order_record(*, order_id: int) -> dict[str, Any]:
     """One order's record (the partner feed's shape), whoever it is for."""
     rows = list(Order.objects.filter(pk=order_id).values_list(*_ORDER_COLUMNS))
-    return _partner_records(rows, OrderItem.objects.filter(order_id=order_id))[0]
+    return _partner_records(rows, *_of_one_order(order_id))[0]
+
+
+def _of_one_order(order_id: int) -> tuple[QuerySet[OrderItem], QuerySet[ShipmentLine]]:
+    return (
+        OrderItem.objects.filter(order_id=order_id),
+        ShipmentLine.objects.filter(shipment__order_id=order_id),
+    )
 
 
 def orders_waiting_summary() -> tuple[int, datetime | None]:
@@ -216,8 +247,47 @@ def _money(value: Decimal) -> float:
     return float(value)
 
 
-def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict[str, Any]]:
+def _shipments_by_order(lines: QuerySet[ShipmentLine], zone) -> dict[int, list[dict[str, Any]]]:
+    shipments: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    shipment: dict[str, Any] = {}
+    last_id = None
+    for order_id, pk, shipment_id, warehouse, shipped_at, delivered_at, *rest in lines.order_by(
+        *_SHIPMENT_ORDER
+    ).values_list(*_SHIPMENT_COLUMNS):
+        carrier, tracking_number, tracking_url, line, quantity = rest
+        if pk != last_id:
+            last_id = pk
+            shipment = {
+                "shipment_id": shipment_id,
+                "warehouse": warehouse,
+                "lines": [],
+                "shipped_at": shipped_at.astimezone(zone).isoformat(),
+                "delivered_at": delivered_at.astimezone(zone).isoformat() if delivered_at else None,
+                "carrier": carrier,
+                "tracking_number": tracking_number,
+                "tracking_url": tracking_url,
+            }
+            shipments[order_id].append(shipment)
+        shipment["lines"].append({"line": line, "quantity": quantity})
+    return shipments
+
+
+def _latest_tracking(shipments: list[dict[str, Any]], reported: dict[str, Any]) -> dict[str, Any]:
+    """Each tracking field of the order: the latest shipment's that carries a value for it, else
+    the one the status operation set."""
+    return {
+        name: next((s[name] for s in reversed(shipments) if s[name] is not None), reported[name])
+        for name in TRACKING_FIELDS
+    }
+
+
+def _partner_records(
+    rows: list[tuple], items: QuerySet[OrderItem], lines: QuerySet[ShipmentLine]
+) -> list[dict[str, Any]]:
     items_by_order: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    # Datetimes are shown with the offset of the service's time zone.
+    zone = timezone.get_current_timezone()
+    shipments_by_order = _shipments_by_order(lines, zone) if rows else {}
     if rows:
         item_rows = items.order_by("order_id", "id", "reservations__id").values_list(
             *_ITEM_COLUMNS, *_ALLOCATION_COLUMNS
@@ -236,13 +306,12 @@ def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict
                     "ean": ean,
                     "stock_code": stock_code,
                     "allocations": [],
+                    "shipped": 0,
                 }
                 items_by_order[order_id].append(item)
             if warehouse is not None:
                 # Where the units were taken, whatever became of the reservation since.
                 item["allocations"].append({"warehouse": warehouse, "quantity": units})
-    # Datetimes are shown with the offset of the service's time zone.
-    zone = timezone.get_current_timezone()
     records = []
     customer_end = 4 + len(CUSTOMER_FIELDS)
     for row in rows:
@@ -260,6 +329,16 @@ def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict
             tracking_number,
             tracking_url,
         ) = row[customer_end:]
+        shipments = shipments_by_order.get(order_id, [])
+        items = items_by_order.get(order_id, [])
+        for shipment in shipments:
+            for part in shipment["lines"]:
+                if part["line"] < len(items):
+                    items[part["line"]]["shipped"] += part["quantity"]
+        tracking = _latest_tracking(
+            shipments,
+            {"carrier": carrier, "tracking_number": tracking_number, "tracking_url": tracking_url},
+        )
         records.append(
             {
                 "order_id": order_id,
@@ -267,7 +346,7 @@ def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict
                 "created_at": created_at.astimezone(zone).isoformat(),
                 "status": status,
                 "customer": customer,
-                "items": items_by_order.get(order_id, []),
+                "items": items,
                 "subtotal": _money(subtotal),
                 "vat_total": _money(vat_total),
                 "total": _money(total),
@@ -277,9 +356,8 @@ def _partner_records(rows: list[tuple], items: QuerySet[OrderItem]) -> list[dict
                 "status_changed_at": (
                     status_changed_at.astimezone(zone).isoformat() if status_changed_at else None
                 ),
-                "carrier": carrier,
-                "tracking_number": tracking_number,
-                "tracking_url": tracking_url,
+                **tracking,
+                "shipments": shipments,
             }
         )
     return records

@@ -37,14 +37,16 @@ class StatusChangeRefused(Exception):
     """The transition table does not allow this move from the order's current status."""
 
     def __init__(self, order_id: int, current: str, target: str, *, detail: str = ""):
-        super().__init__(
-            detail
-            or (
-                f"Order {order_id} is {current}; it cannot become {target}."
-                if current != OrderStatus.CANCELLED
-                else f"Order {order_id} is cancelled; nothing follows a cancellation."
+        if current == OrderStatus.CANCELLED:
+            default = f"Order {order_id} is cancelled; nothing follows a cancellation."
+        elif current == OrderStatus.PARTIALLY_SHIPPED:
+            default = (
+                f"Order {order_id} is partially_shipped: some of its units have left in "
+                "shipments; record the rest as shipments, which move the order on."
             )
-        )
+        else:
+            default = f"Order {order_id} is {current}; it cannot become {target}."
+        super().__init__(detail or default)
         self.status = current
 
 

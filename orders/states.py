@@ -5,9 +5,9 @@ Two axes, as the interface has them:
 - `partner_sync_status`: whether the partner system has the order (`pending_partner`) or has
   registered it (`acknowledged`); null for orders that are not the partner's (legacy imports,
   orders the shop cancelled before the partner system registered them).
-- `status`: what became of the order (`new`, `shipped`, `delivered`, `cancelled`). An imported
-  order may carry a status of its own ("processing", ...): for the moves below it counts as
-  `new`.
+- `status`: what became of the order (`new`, `partially_shipped`, `shipped`, `delivered`,
+  `cancelled`). An imported order may carry a status of its own ("processing", ...): for the
+  moves below it counts as `new`.
 
 Who moves an order (`Actor`): the shop (placement, cancellation before acknowledgement), the
 partner system (acknowledgement, what became of the order) or staff (admin actions).
@@ -23,11 +23,13 @@ from django.db import models
 
 
 class OrderStatus(models.TextChoices):
-    """What became of the order: `new` (placed or imported, not shipped yet), `shipped` (handed to
+    """What became of the order: `new` (placed or imported, not shipped yet),
+    `partially_shipped` (some of its units left in a shipment, others wait), `shipped` (handed to
     a carrier), `delivered` (the customer has it) or `cancelled` (its open reservations go back
     on sale)."""
 
     NEW = "new", "New"
+    PARTIALLY_SHIPPED = "partially_shipped", "Partially shipped"
     SHIPPED = "shipped", "Shipped"
     DELIVERED = "delivered", "Delivered"
     CANCELLED = "cancelled", "Cancelled"
@@ -56,17 +58,44 @@ class OrderSource(models.TextChoices):
     SHOP = "shop", "Placed by the shop"
 
 
-# What the partner system may report for an acknowledged order: from each status, the statuses
-# it may move to. A status not listed here (an imported order's own) counts as `new`.
-STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
-    OrderStatus.NEW: frozenset({OrderStatus.SHIPPED, OrderStatus.CANCELLED}),
-    OrderStatus.SHIPPED: frozenset({OrderStatus.DELIVERED}),
-    OrderStatus.DELIVERED: frozenset(),
-    OrderStatus.CANCELLED: frozenset(),
+class MovedBy(models.TextChoices):
+    """What moves an acknowledged order along the table: a status report (the partner system's
+    status operation, or staff in the admin), or its shipments (the units that left)."""
+
+    REPORT = "report", "Status report"
+    SHIPMENTS = "shipments", "Shipments"
+
+
+_REPORT = frozenset({MovedBy.REPORT})
+_SHIPMENTS = frozenset({MovedBy.SHIPMENTS})
+_EITHER = _REPORT | _SHIPMENTS
+
+# From each status, the statuses an acknowledged order may move to, and what may move it there.
+# A status not listed here (an imported order's own) counts as `new`. Shipments move an order
+# by what has left: part of its units (`partially_shipped`), every unit (`shipped`), every
+# parcel delivered (`delivered`); a status report cannot split an order, so a partially shipped
+# one moves on only by its shipments.
+STATUS_TRANSITIONS: dict[str, dict[str, frozenset[str]]] = {
+    OrderStatus.NEW: {
+        OrderStatus.PARTIALLY_SHIPPED: _SHIPMENTS,
+        OrderStatus.SHIPPED: _EITHER,
+        OrderStatus.CANCELLED: _REPORT,
+    },
+    OrderStatus.PARTIALLY_SHIPPED: {OrderStatus.SHIPPED: _SHIPMENTS},
+    OrderStatus.SHIPPED: {OrderStatus.DELIVERED: _EITHER},
+    OrderStatus.DELIVERED: {},
+    OrderStatus.CANCELLED: {},
 }
 # The statuses the partner system reports (the status operation's `status` values).
 PARTNER_REPORTED_STATUSES: tuple[str, ...] = tuple(
-    sorted({target for targets in STATUS_TRANSITIONS.values() for target in targets})
+    sorted(
+        {
+            target
+            for targets in STATUS_TRANSITIONS.values()
+            for target, movers in targets.items()
+            if MovedBy.REPORT in movers
+        }
+    )
 )
 # The statuses of an order that has left the warehouse: the partner system's figures count it.
 LEFT_THE_WAREHOUSE_STATUSES: frozenset[str] = frozenset(
@@ -87,9 +116,19 @@ def effective_status(status: str) -> str:
     return status if status in STATUS_TRANSITIONS else OrderStatus.NEW
 
 
-def status_change_allowed(current: str, target: str) -> bool:
-    """Whether the partner system may move an order from `current` to `target`."""
-    return target in STATUS_TRANSITIONS[effective_status(current)]
+def status_change_allowed(current: str, target: str, *, by: str = MovedBy.REPORT) -> bool:
+    """Whether `by` (a status report, or the order's shipments) may move an order from
+    `current` to `target`."""
+    return by in STATUS_TRANSITIONS[effective_status(current)].get(target, frozenset())
+
+
+def reported_targets(current: str) -> list[str]:
+    """The statuses a status report may move an order in `current` to, sorted."""
+    return sorted(
+        target
+        for target, movers in STATUS_TRANSITIONS[effective_status(current)].items()
+        if MovedBy.REPORT in movers
+    )
 
 
 def partner_statuses_for(filter_value: str) -> list[str]:

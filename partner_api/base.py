@@ -2,6 +2,7 @@
 and the OpenAPI responses and parameters that several operations name (as Sentry's `apidocs`).
 """
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pydantic
@@ -122,11 +123,21 @@ def request_body(request, problems: list[Problem]) -> Any:
         return None
 
 
-def order_path_and_body(request, order_id: str, model: type[M], *, optional: bool = False):
+def order_path_and_body(
+    request,
+    order_id: str,
+    model: type[M],
+    *,
+    optional: bool = False,
+    context: Callable[[OrderPath | None], dict[str, Any]] | None = None,
+):
     """The path's order id and the body as a `model`, every problem of both in one answer. An
-    `optional` body may be absent or null: it is then an empty one."""
+    `optional` body may be absent or null: it is then an empty one. `context`, given the path
+    (None when it is invalid), gives the body's validation context: what its rules need to know
+    of the order."""
     problems: list[Problem] = []
     path = validate(OrderPath, {"order_id": order_id}, loc="path", problems=problems)
+    body_context = context(path) if context is not None else None
     body = None
     try:
         data = request.data
@@ -135,7 +146,7 @@ def order_path_and_body(request, order_id: str, model: type[M], *, optional: boo
     else:
         if optional and data is None:
             data = {}
-        body = validate(model, data, loc="body", problems=problems)
+        body = validate(model, data, loc="body", problems=problems, context=body_context)
     if problems:
         raise RequestInvalid(problems)
     return path, body

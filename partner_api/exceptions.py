@@ -109,6 +109,20 @@ VALIDATION_RULES: dict[str, ValidationRule] = {
             "listed."
         ),
     ),
+    "orders_shipments": ValidationRule(
+        lambda problem: True,
+        unprocessable_entity=(
+            "Invalid body, every problem listed: malformed JSON; shipment_id missing, over 64 "
+            "characters or of other characters than A-Z a-z 0-9 . _ : / -; a warehouse no "
+            "stored one has (`unknown_warehouse`); lines missing, empty or over 200; a line "
+            "that is not a JSON integer or names an item the order lacks (`unknown_line`), or "
+            "an earlier line again (`duplicate_line`); a quantity that is not a JSON integer "
+            "of at least 1; shipped_at or delivered_at not an ISO 8601 date-time, repeated or "
+            "skipped in the service's time zone, or more than 10 minutes ahead; delivered_at "
+            "before shipped_at (`delivered_before_shipped`); carrier, tracking_number or "
+            "tracking_url as in the status operation; or a non-integer order_id."
+        ),
+    ),
     **{
         operation_id: ValidationRule(lambda problem: True, unprocessable_entity=description)
         for operation_id, description in (

@@ -17,19 +17,30 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
+    ValidationInfo,
     WithJsonSchema,
+    field_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from core.text import TextFromNumbers, text_field
 from core.times import document_time_field
 from orders import models as m
-from orders.schemas import OrderCustomerRecord, PartnerReference
+from orders.models import SHIPMENT_ID_MAX_LENGTH, WAREHOUSE_CODE_MAX_LENGTH
+from orders.schemas import OrderCustomerRecord, PartnerReference, strict_integer
 from orders.selectors import PAGE_LIMIT_MAX, CursorInvalid, OrderKey, order_cursor_decode
+from orders.shipments import (
+    SHIPMENT_UPDATABLE_FIELDS,
+    ShipmentReport,
+    delivered_before_shipped,
+    unknown_line_problem,
+)
 from orders.states import (
     PARTNER_REPORTED_STATUSES,
     PARTNER_STATUS_FILTERS,
     STATUS_TRANSITIONS,
+    MovedBy,
     PartnerStatus,
 )
 from partner_api.schema_extensions import documented_call, sometimes
@@ -281,9 +292,37 @@ def transitions_text() -> str:
     """The transition table, as the OpenAPI description shows it."""
     lines = []
     for current, targets in STATUS_TRANSITIONS.items():
-        moves = ", ".join(sorted(targets)) if targets else "nothing (final)"
+        if not targets:
+            moves = "nothing (final)"
+        else:
+            moves = ", ".join(
+                target if MovedBy.REPORT in targets[target] else f"{target} (by shipments)"
+                for target in sorted(targets)
+            )
         lines.append(f"- `{current}` → {moves}")
     return "\n".join(lines)
+
+
+Carrier = _tracking_text(m.CARRIER_MAX_LENGTH)
+TrackingNumber = _tracking_text(m.TRACKING_NUMBER_MAX_LENGTH)
+TrackingUrl = Annotated[
+    text_field(m.TRACKING_URL_MAX_LENGTH) | None,  # type: ignore[valid-type]
+    AfterValidator(_tracking_url),
+    WithJsonSchema(
+        {
+            "type": ["string", "null"],
+            "maxLength": m.TRACKING_URL_MAX_LENGTH,
+            # Blank is null; otherwise an absolute http or https URL with a host.
+            "pattern": TRACKING_URL_PATTERN,
+        }
+    ),
+]
+TRACKING_URL_DESCRIPTION = (
+    "Tracking page: an absolute http or https URL with a host, at most 500 characters, "
+    "made only of the characters RFC 3986 allows (a space, quote, <, >, control or "
+    "non-ASCII character must be percent-encoded; javascript:, ftp: or a relative URL "
+    "is 422). Blank or null: none."
+)
 
 
 ReportedStatus = StrEnum(
@@ -305,32 +344,11 @@ class StatusRequest(TextFromNumbers):
         ),
         examples=["2026-01-31T14:30:00+01:00"],
     )
-    carrier: _tracking_text(m.CARRIER_MAX_LENGTH) = Field(  # type: ignore[valid-type]
-        default=None, description="Carrier, at most 64 characters."
-    )
-    tracking_number: _tracking_text(m.TRACKING_NUMBER_MAX_LENGTH) = Field(  # type: ignore[valid-type]
+    carrier: Carrier = Field(default=None, description="Carrier, at most 64 characters.")
+    tracking_number: TrackingNumber = Field(
         default=None, description="Tracking number, at most 128 characters."
     )
-    tracking_url: Annotated[
-        text_field(m.TRACKING_URL_MAX_LENGTH) | None,  # type: ignore[valid-type]
-        AfterValidator(_tracking_url),
-        WithJsonSchema(
-            {
-                "type": ["string", "null"],
-                "maxLength": m.TRACKING_URL_MAX_LENGTH,
-                # Blank is null; otherwise an absolute http or https URL with a host.
-                "pattern": TRACKING_URL_PATTERN,
-            }
-        ),
-    ] = Field(
-        default=None,
-        description=(
-            "Tracking page: an absolute http or https URL with a host, at most 500 characters, "
-            "made only of the characters RFC 3986 allows (a space, quote, <, >, control or "
-            "non-ASCII character must be percent-encoded; javascript:, ftp: or a relative URL "
-            "is 422). Blank or null: none."
-        ),
-    )
+    tracking_url: TrackingUrl = Field(default=None, description=TRACKING_URL_DESCRIPTION)
     note: text_field(NOTE_MAX_LENGTH) | None = Field(  # type: ignore[valid-type]
         default=None, description="Optional note, at most 1000 characters; logged, never stored."
     )
@@ -352,6 +370,178 @@ class StatusConflict(BaseModel):
     )
 
 
+# ------------------------------------------------------------------------------
+# Shipments (POST /api/v1/partner/orders/{order_id}/shipments)
+# ------------------------------------------------------------------------------
+SHIPMENT_MAX_LINES = 200
+SHIPMENT_ID_PATTERN = r"^[A-Za-z0-9._:/-]+$"
+# Units and line indexes are stored as 32-bit integers.
+_INT_MAX = 2**31 - 1
+JsonInteger = Annotated[int, BeforeValidator(strict_integer)]
+
+
+def _context(info: ValidationInfo) -> dict[str, Any]:
+    # The view gives what the rules need of the database (the order's line count, whether a
+    # warehouse exists); without it (a schema, a test of the shape) those rules are not applied.
+    return info.context if isinstance(info.context, dict) else {}
+
+
+class ShipmentLineRequest(BaseModel):
+    """Units of one of the order's lines in the parcel."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    line: Annotated[JsonInteger, Field(ge=0, le=_INT_MAX)] = Field(
+        description=(
+            "The index of the order's item in the Order record's `items` (0 for the first); a "
+            "JSON integer."
+        )
+    )
+    quantity: Annotated[JsonInteger, Field(ge=1, le=_INT_MAX)] = Field(
+        description="Units of that line in the parcel; a JSON integer, at least 1."
+    )
+
+    @field_validator("line")
+    @classmethod
+    def _line_of_the_order(cls, line: int, info: ValidationInfo) -> int:
+        context = _context(info)
+        line_count = context.get("line_count")
+        if line_count is not None and line >= line_count:
+            problem = unknown_line_problem(0, line, line_count)
+            raise PydanticCustomError("unknown_line", problem.msg)
+        seen = context.get("seen_lines")
+        if seen is not None:
+            if line in seen:
+                raise PydanticCustomError(
+                    "duplicate_line", "The same line appears earlier in this shipment"
+                )
+            seen.add(line)
+        return line
+
+
+def _empty_is_none(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+class ShipmentRequest(TextFromNumbers):
+    """A parcel of an order: which units left, from where, when, with which tracking."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    shipment_id: Annotated[
+        text_field(SHIPMENT_ID_MAX_LENGTH, strip=True, min_length=1),  # type: ignore[valid-type]
+        StringConstraints(pattern=SHIPMENT_ID_PATTERN),
+    ] = Field(
+        description=(
+            "The partner system's own id of the parcel: 1 to 64 characters of A-Z a-z 0-9 . _ "
+            ": / - after stripping; unique within the order. Sending it again is a repeat."
+        ),
+        examples=["PPL-4711"],
+    )
+    warehouse: Annotated[
+        text_field(WAREHOUSE_CODE_MAX_LENGTH, strip=True) | None,  # type: ignore[valid-type]
+        BeforeValidator(_empty_is_none),
+    ] = Field(
+        default=None,
+        description=(
+            "The code of the stored warehouse the parcel left from (`unknown_warehouse` "
+            'otherwise). Absent, null or "": not said.'
+        ),
+        examples=["MAIN"],
+    )
+    lines: Annotated[
+        list[ShipmentLineRequest], Field(min_length=1, max_length=SHIPMENT_MAX_LINES)
+    ] = Field(
+        description=(
+            "1 to 200 lines, each naming one of the order's lines once (`duplicate_line`), "
+            "which the order must have (`unknown_line`)."
+        )
+    )
+    shipped_at: document_time_field("shipped_at") = Field(  # type: ignore[valid-type]
+        default=None,
+        description=(
+            f"When the parcel left, {PARTNER_TIME}. Default now. A repeat keeps the time first "
+            "recorded."
+        ),
+        examples=["2026-03-02T14:30:00+01:00"],
+    )
+    delivered_at: document_time_field("delivered_at") = Field(  # type: ignore[valid-type]
+        default=None,
+        description=(
+            f"When the customer received it, {PARTNER_TIME}; not earlier than shipped_at (the "
+            "one sent, else the one stored, else now). A repeat sets it (null clears it)."
+        ),
+        examples=["2026-03-03T10:00:00+01:00"],
+    )
+    carrier: Carrier = Field(default=None, description="Carrier, at most 64 characters.")
+    tracking_number: TrackingNumber = Field(
+        default=None, description="Tracking number, at most 128 characters."
+    )
+    tracking_url: TrackingUrl = Field(default=None, description=TRACKING_URL_DESCRIPTION)
+
+    @field_validator("warehouse")
+    @classmethod
+    def _stored_warehouse(cls, code: str | None, info: ValidationInfo) -> str | None:
+        known = _context(info).get("warehouse_known")
+        if code is not None and known is not None and not known(code):
+            raise PydanticCustomError("unknown_warehouse", f"No warehouse with code {code!r}")
+        return code
+
+    @field_validator("delivered_at")
+    @classmethod
+    def _not_before_shipped(cls, delivered_at: datetime | None, info: ValidationInfo):
+        shipped_at = info.data.get("shipped_at")
+        if delivered_at is not None and shipped_at is not None and delivered_at < shipped_at:
+            problem = delivered_before_shipped(delivered_at, shipped_at)
+            raise PydanticCustomError(problem.type, problem.msg)
+        return delivered_at
+
+    def report(self) -> ShipmentReport:
+        """The parcel as the service records it; of the updatable fields, those sent."""
+        return ShipmentReport(
+            shipment_id=self.shipment_id,
+            warehouse=self.warehouse,
+            lines=tuple((line.line, line.quantity) for line in self.lines),
+            shipped_at=self.shipped_at,
+            updates={
+                name: getattr(self, name)
+                for name in SHIPMENT_UPDATABLE_FIELDS
+                if name in self.model_fields_set
+            },
+        )
+
+
+class ShipmentUnitsOverLine(BaseModel):
+    line: int = Field(description="The index of the order's line.")
+    ordered: int = Field(description="Units of the line the order holds.")
+    shipped: int = Field(description="Units of the line in the order's shipments so far.")
+    requested: int = Field(description="Units of the line in this shipment.")
+
+
+class ShipmentRefusal(BaseModel):
+    """Why a shipment was refused (409): the field beside `detail` says."""
+
+    detail: str
+    over: list[ShipmentUnitsOverLine] = sometimes(
+        description=(
+            "Units over what was ordered: every line whose shipped units would exceed its "
+            "quantity; nothing was stored."
+        ),
+    )
+    shipment_id: str = sometimes(
+        description="The order has another parcel under this shipment_id.",
+    )
+    status: str = sometimes(
+        description=(
+            "The order's status, when it takes no shipment (cancelled or delivered), or "
+            "beside partner_sync_status."
+        ),
+    )
+    partner_sync_status: Literal["pending_partner"] = sometimes(
+        description="Only when the order waits for its acknowledgement (acknowledge it first).",
+    )
+
+
 class OrderCustomer(OrderCustomerRecord):
     """The customer of an order, as the poll shows it."""
 
@@ -361,6 +551,24 @@ class Allocation(BaseModel):
 
     warehouse: str = Field(description="The code of the warehouse the units were taken from.")
     quantity: int = Field(ge=1, description="Units taken there; at least 1.")
+
+
+class ShipmentLineRecord(BaseModel):
+    line: int = Field(description="The index of the order's item in `items`.")
+    quantity: int = Field(description="Units of that line in the parcel.")
+
+
+class ShipmentRecord(BaseModel):
+    """A parcel of the order, as the partner system recorded it."""
+
+    shipment_id: str = Field(description="The partner system's id of the parcel.")
+    warehouse: str | None = Field(description="The warehouse it left from; null: not said.")
+    lines: list[ShipmentLineRecord] = Field(description="Its units, by line, in line order.")
+    shipped_at: datetime = Field(description="When it left (ISO 8601 with an offset).")
+    delivered_at: datetime | None = Field(description="When it was delivered; null until then.")
+    carrier: str | None = Field(description="Carrier of the parcel.")
+    tracking_number: str | None = Field(description="Tracking number of the parcel.")
+    tracking_url: str | None = Field(description="Tracking page of the parcel.")
 
 
 class OrderItem(BaseModel):
@@ -382,6 +590,7 @@ class OrderItem(BaseModel):
         ),
         examples=[[{"warehouse": "MAIN", "quantity": 3}, {"warehouse": "BRNO", "quantity": 1}]],
     )
+    shipped: int = Field(description="Units of the line in the order's shipments; 0 until then.")
 
 
 class Order(BaseModel):
@@ -414,9 +623,30 @@ class Order(BaseModel):
     status_changed_at: datetime | None = Field(
         default=None, description="When the status last changed (ISO 8601 with an offset)."
     )
-    carrier: str | None = Field(default=None, description="Carrier of the shipment.")
-    tracking_number: str | None = Field(default=None, description="Tracking number.")
-    tracking_url: str | None = Field(default=None, description="Tracking page (http or https).")
+    carrier: str | None = Field(
+        default=None,
+        description=(
+            "Carrier: the latest shipment's (by shipped_at, then recording) that names one, "
+            "else the one the status operation set."
+        ),
+    )
+    tracking_number: str | None = Field(
+        default=None,
+        description=(
+            "Tracking number: the latest shipment's that has one, else the status operation's."
+        ),
+    )
+    tracking_url: str | None = Field(
+        default=None,
+        description="Tracking page (http or https): the latest shipment's that has one, else "
+        "the status operation's.",
+    )
+    shipments: list[ShipmentRecord] = Field(
+        description=(
+            "The order's parcels, by shipped_at, then by when each was recorded; [] until one "
+            "is recorded."
+        )
+    )
 
 
 class OrderList(BaseModel):
@@ -453,10 +683,10 @@ def order_example(**fields: Any) -> dict[str, Any]:
     given, the others as a new order has them (null, currency EUR)."""
     customer = dict.fromkeys(OrderCustomer.model_fields) | fields.pop("customer")
     items = [
-        dict.fromkeys(OrderItem.model_fields) | {"allocations": []} | item
+        dict.fromkeys(OrderItem.model_fields) | {"allocations": [], "shipped": 0} | item
         for item in fields.pop("items")
     ]
-    record = dict.fromkeys(Order.model_fields) | {"currency": "EUR"} | fields
+    record = dict.fromkeys(Order.model_fields) | {"currency": "EUR", "shipments": []} | fields
     return record | {"customer": customer, "items": items}
 
 
@@ -590,6 +820,53 @@ EXAMPLES = {
             total=1350.36,
             partner_sync_status="acknowledged",
             partner_reference="FA-2026-0102",
+        ),
+    ),
+    "orders_shipments": documented_call(
+        "first parcel",
+        description=(
+            "Three of the four winter tyres of the acknowledged demo order DEMO-2026-0001 left "
+            "the central store with PPL; the fourth follows in another parcel."
+        ),
+        path={"order_id": 1},
+        request={
+            "shipment_id": "PPL-4711",
+            "warehouse": "MAIN",
+            "lines": [{"line": 0, "quantity": 3}],
+            "shipped_at": "2026-03-02T14:30:00+01:00",
+            "carrier": "PPL",
+            "tracking_number": "PPL-4711",
+            "tracking_url": "https://www.ppl.cz/vyhledat-zasilku?shipmentId=PPL-4711",
+        },
+        status=201,
+        response=order_example(
+            order_id=1,
+            order_number="DEMO-2026-0001",
+            created_at="2026-02-28T12:38:51+00:00",
+            status="partially_shipped",
+            customer=JANA,
+            items=[{**WINTER_TYRE, "quantity": 4, "total": 338.0, "shipped": 3}],
+            subtotal=338.0,
+            vat_total=70.98,
+            total=408.98,
+            partner_sync_status="acknowledged",
+            partner_reference="FA-2026-0001",
+            status_changed_at="2026-03-02T13:30:00+00:00",
+            carrier="PPL",
+            tracking_number="PPL-4711",
+            tracking_url="https://www.ppl.cz/vyhledat-zasilku?shipmentId=PPL-4711",
+            shipments=[
+                {
+                    "shipment_id": "PPL-4711",
+                    "warehouse": "MAIN",
+                    "lines": [{"line": 0, "quantity": 3}],
+                    "shipped_at": "2026-03-02T13:30:00+00:00",
+                    "delivered_at": None,
+                    "carrier": "PPL",
+                    "tracking_number": "PPL-4711",
+                    "tracking_url": "https://www.ppl.cz/vyhledat-zasilku?shipmentId=PPL-4711",
+                }
+            ],
         ),
     ),
     "orders_status": documented_call(

@@ -6,7 +6,12 @@ import json
 from dataclasses import replace
 
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -30,6 +35,13 @@ from orders.services import (
     OrderNotFound,
     order_acknowledge,
 )
+from orders.shipments import (
+    ShipmentConflict,
+    UnitsOver,
+    order_shipment_record,
+    shipment_warehouse_known,
+    shipments_line_count,
+)
 from partner_api.base import (
     BODY_RESPONSES,
     KEY_RESPONSES,
@@ -51,6 +63,8 @@ from partner_api.order_schemas import (
     Order,
     OrderList,
     OrderPollQuery,
+    ShipmentRefusal,
+    ShipmentRequest,
     StatusConflict,
     StatusRequest,
     transitions_text,
@@ -327,3 +341,123 @@ class OrderStatusView(PartnerAPIView):
         except StatusChangeRefused as exc:
             raise Conflict(str(exc), status=exc.status)
         return answer(order_for_partner(order_id=changed.order.pk), replayed=changed.repeated)
+
+
+def _shipment_context(path) -> dict:
+    # What the body's rules need of the order: its number of lines (None for an id answered
+    # 404, whose lines are never judged: a 422 would tell a legacy order exists), whether a
+    # warehouse exists, and the lines seen so far (a line named twice).
+    return {
+        "line_count": shipments_line_count(order_id=path.order_id) if path else None,
+        "warehouse_known": shipment_warehouse_known,
+        "seen_lines": set(),
+    }
+
+
+class OrderShipmentView(PartnerAPIView):
+    """The partner system records a parcel of an acknowledged order."""
+
+    operation_id = "orders_shipments"
+
+    @extend_schema(
+        operation_id=operation_id,
+        summary="Record a shipment (a parcel) of an order",
+        description=(
+            "Records a parcel of an acknowledged order: which units of which lines left "
+            "(`lines`, each line by its index in the Order record's `items`), from which "
+            "warehouse, when, with which tracking. The body is validated first (422, every "
+            "problem listed), then the order's state (404, 409), then the units (409 `over`, "
+            "listing every line whose shipped units would exceed what was ordered; nothing is "
+            "stored).\n\n"
+            "A shipment that leaves units unshipped moves a `new` order to "
+            "`partially_shipped`; one after which every unit has shipped moves it to "
+            "`shipped` (status_changed_at: the shipment's shipped_at); once every unit has "
+            "shipped and every shipment has a delivered_at, the order is `delivered` "
+            "(status_changed_at: the latest delivered_at). An order the status operation "
+            "marked shipped still takes shipments and stays shipped. The order's carrier, "
+            "tracking_number and tracking_url are each the latest shipment's that carries one, "
+            "else the status operation's.\n\n"
+            "The same shipment_id again with the same warehouse and lines (in any order) is a "
+            "repeat: 200 with Idempotent-Replayed: true; its delivered_at, carrier, "
+            "tracking_number and tracking_url take the values sent (absent keeps, null "
+            "clears); shipped_at stays as first recorded. A repeat is answered so even on a "
+            "cancelled or delivered order, so that a retry is always safe. The same "
+            "shipment_id with another warehouse or other lines is 409 naming it. Shipments "
+            "change no stock."
+        ),
+        parameters=[
+            ORDER_ID_PARAMETER,
+            replayed_header("Present when the order already had this shipment (a repeat)."),
+        ],
+        request=ShipmentRequest,
+        responses={
+            201: OpenApiResponse(Order, description="The order, with the shipment recorded."),
+            200: OpenApiResponse(
+                Order, description="A repeat of a shipment the order has: the order as it is."
+            ),
+            **KEY_RESPONSES,
+            404: OpenApiResponse(
+                ErrorBody,
+                description="No such order, or the order is not the partner's (a legacy import).",
+            ),
+            409: OpenApiResponse(
+                ShipmentRefusal,
+                description=(
+                    "Units over what was ordered (`over` lists every such line); the "
+                    "shipment_id names another parcel of the order (`shipment_id`); the order "
+                    "waits for its acknowledgement (`partner_sync_status`), or is cancelled or "
+                    "delivered (`status`)."
+                ),
+                examples=[
+                    OpenApiExample(
+                        "units over",
+                        value={
+                            "detail": "Order 12: the shipment would ship more units than were "
+                            "ordered of line(s) 0; nothing was recorded.",
+                            "over": [{"line": 0, "ordered": 4, "shipped": 3, "requested": 2}],
+                        },
+                    ),
+                    OpenApiExample(
+                        "another parcel under this id",
+                        value={
+                            "detail": "Order 12 already has shipment 'PPL-4711' with another "
+                            "warehouse or other lines; a shipment_id names one parcel.",
+                            "shipment_id": "PPL-4711",
+                        },
+                    ),
+                    OpenApiExample(
+                        "cancelled",
+                        value={
+                            "detail": "Order 12 is cancelled; it takes no more shipments.",
+                            "status": "cancelled",
+                        },
+                    ),
+                ],
+            ),
+            **BODY_RESPONSES,
+            **validation_responses(operation_id),
+        },
+        tags=["orders"],
+    )
+    def post(self, request, order_id: str):
+        path, body = order_path_and_body(
+            request, order_id, ShipmentRequest, context=_shipment_context
+        )
+        try:
+            recorded = order_shipment_record(
+                order_id=path.order_id, report=body.report(), client_name=request.user.name
+            )
+        except OrderNotFound as exc:
+            raise exceptions.NotFound(str(exc))
+        except OrderAwaitsAcknowledgement as exc:
+            raise Conflict(str(exc), status=exc.status, partner_sync_status=exc.partner_sync_status)
+        except StatusChangeRefused as exc:
+            raise Conflict(str(exc), status=exc.status)
+        except ShipmentConflict as exc:
+            raise Conflict(str(exc), shipment_id=exc.shipment_id)
+        except UnitsOver as exc:
+            raise Conflict(str(exc), over=exc.over)
+        record = order_for_partner(order_id=recorded.order.pk)
+        if recorded.repeated:
+            return answer(record, replayed=True)
+        return answer(record, replayed=False, status=201)

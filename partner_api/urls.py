@@ -24,6 +24,11 @@ urlpatterns = [
         orders.OrderStatusView.as_view(),
         name="orders-status",
     ),
+    re_path(
+        r"^v1/partner/orders/(?P<order_id>[^/]+)/shipments/?$",
+        orders.OrderShipmentView.as_view(),
+        name="orders-shipments",
+    ),
     re_path(r"^v1/shop/stock/query/?$", shop.StockQueryView.as_view(), name="shop-stock-query"),
     re_path(r"^v1/shop/orders/?$", shop.ShopOrderListView.as_view(), name="shop-orders"),
     re_path(

@@ -190,7 +190,7 @@ class FakeService:
             order.update(tracking)
             return _json_reply(200, order, {"Idempotent-Replayed": "true"})
         current = order["status"] if order["status"] in STATUS_TRANSITIONS else "new"
-        if data["status"] not in STATUS_TRANSITIONS[current]:
+        if "report" not in STATUS_TRANSITIONS[current].get(data["status"], ()):
             return _json_reply(409, {"detail": "refused", "status": order["status"]})
         order.update(tracking, status=data["status"], status_changed_at=data.get("changed_at"))
         return _json_reply(200, order)

@@ -40,14 +40,17 @@ def status_file(tmp_path, lines, header=HEADER):
 def test_the_connector_reads_the_services_table():
     """The connector runs without Django: its copy of the table must be the service's."""
     assert {
-        str(status): {str(target) for target in targets}
+        str(status): {
+            str(target): {str(mover) for mover in movers} for target, movers in targets.items()
+        }
         for status, targets in states.STATUS_TRANSITIONS.items()
     } == order_status.STATUS_TRANSITIONS
     assert tuple(states.PARTNER_REPORTED_STATUSES) == order_status.PARTNER_REPORTED_STATUSES
 
 
 def test_statuses_after():
-    assert statuses_after("new") == {"shipped", "delivered", "cancelled"}
+    assert statuses_after("new") == {"partially_shipped", "shipped", "delivered", "cancelled"}
+    assert statuses_after("partially_shipped") == {"shipped", "delivered"}
     assert statuses_after("shipped") == {"delivered"}
     assert statuses_after("delivered") == set()
 

@@ -238,10 +238,9 @@ PLANTS: tuple[Plant, ...] = (
         (
             Substitution(
                 STATES,
-                "OrderStatus.NEW: frozenset({OrderStatus.SHIPPED, OrderStatus.CANCELLED}),",
-                "OrderStatus.NEW: frozenset(\n"
-                "        {OrderStatus.SHIPPED, OrderStatus.DELIVERED, OrderStatus.CANCELLED}\n"
-                "    ),",
+                "        OrderStatus.SHIPPED: _EITHER,\n        OrderStatus.CANCELLED: _REPORT,\n",
+                "        OrderStatus.SHIPPED: _EITHER,\n        OrderStatus.DELIVERED: _REPORT,\n"
+                "        OrderStatus.CANCELLED: _REPORT,\n",
             ),
         ),
         (STATUS, STATUS_MORE, MODEL),

@@ -109,12 +109,13 @@ def test_imported_order_is_polled_as_it_was_written(write, api_client):
     # an imported order reserved nothing: its lines have no allocations.
     assert polled == {
         **record,
-        "items": [{**item, "allocations": []} for item in record["items"]],
+        "items": [{**item, "allocations": [], "shipped": 0} for item in record["items"]],
         "created_at": "2026-03-01T08:30:00+00:00",
         "status_changed_at": None,
         "carrier": None,
         "tracking_number": None,
         "tracking_url": None,
+        "shipments": [],
     }
 
 

@@ -157,6 +157,8 @@ class TestRecordShape:
                     # It reserved nothing (decisions.md, "What the shop sees and where units
                     # are taken").
                     "allocations": [],
+                    # Nothing shipped yet (decisions.md, "What the order shows").
+                    "shipped": 0,
                 },
                 {
                     "name": "Valve",
@@ -166,6 +168,7 @@ class TestRecordShape:
                     "ean": None,
                     "stock_code": None,
                     "allocations": [],
+                    "shipped": 0,
                 },
             ],
             "subtotal": 169.0,
@@ -178,6 +181,7 @@ class TestRecordShape:
             "carrier": None,
             "tracking_number": None,
             "tracking_url": None,
+            "shipments": [],
         }
 
     def test_money_is_a_json_number(self, api_client):
@@ -308,8 +312,8 @@ class TestQueryCount:
         assert body["count"] == 301
         assert sum(len(order["items"]) for order in body["orders"]) == 1 + 300 * 3
         assert many == few
-        # The API key, the orders and their items.
-        assert many <= 4
+        # The API key, the orders, their items and their shipments' lines.
+        assert many <= 5
 
 
 def test_order_without_items_has_an_empty_list(api_client):

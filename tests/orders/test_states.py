@@ -11,6 +11,7 @@ from orders.states import (
     PARTNER_REPORTED_STATUSES,
     PARTNER_STATUS_FILTERS,
     STATUS_TRANSITIONS,
+    MovedBy,
     OrderStatus,
     PartnerStatus,
     effective_status,
@@ -34,7 +35,9 @@ KNOWN = {*OrderStatus.values, *PartnerStatus.values, *PARTNER_STATUS_FILTERS}
 def test_the_transitions_cover_every_status_and_lead_to_statuses():
     assert set(STATUS_TRANSITIONS) == set(OrderStatus.values)
     for targets in STATUS_TRANSITIONS.values():
-        assert targets <= set(OrderStatus.values)
+        assert set(targets) <= set(OrderStatus.values)
+        for movers in targets.values():
+            assert movers and movers <= set(MovedBy.values)
     assert set(PARTNER_REPORTED_STATUSES) == {"shipped", "delivered", "cancelled"}
     assert {"delivered", "cancelled"} == FINAL_STATUSES
 
@@ -48,12 +51,34 @@ def test_the_transitions_cover_every_status_and_lead_to_statuses():
         ("processing", "shipped", True),  # an imported order's own status counts as new
         ("shipped", "delivered", True),
         ("shipped", "cancelled", False),
+        # A partially shipped order moves on only by its shipments.
+        ("partially_shipped", "shipped", False),
+        ("partially_shipped", "delivered", False),
+        ("partially_shipped", "cancelled", False),
         ("delivered", "cancelled", False),
         ("cancelled", "shipped", False),
     ],
 )
 def test_transitions(current, target, allowed):
     assert status_change_allowed(current, target) is allowed
+
+
+@pytest.mark.parametrize(
+    ("current", "target", "allowed"),
+    [
+        ("new", "partially_shipped", True),
+        ("processing", "partially_shipped", True),
+        ("new", "shipped", True),
+        ("partially_shipped", "shipped", True),
+        ("shipped", "delivered", True),
+        ("new", "cancelled", False),
+        ("partially_shipped", "delivered", False),
+        ("shipped", "partially_shipped", False),
+        ("delivered", "shipped", False),
+    ],
+)
+def test_moves_by_shipments(current, target, allowed):
+    assert status_change_allowed(current, target, by=MovedBy.SHIPMENTS) is allowed
 
 
 def test_an_unknown_status_counts_as_new():
