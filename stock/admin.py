@@ -321,11 +321,17 @@ class ProductFilter(admin.SimpleListFilter):
     title = "product"
     parameter_name = "product__id__exact"
 
-    def _chosen(self) -> Product | None:
+    def _product_id(self) -> int | None:
+        """The id asked for; None for anything no product can have (not ASCII digits, or
+        beyond a 64-bit id, which PostgreSQL would refuse)."""
         value = self.value()
-        if value is None or not value.isdigit():
+        if value is None or not re.fullmatch(r"[0-9]{1,18}", value):
             return None
-        return Product.objects.filter(pk=int(value)).first()
+        return int(value)
+
+    def _chosen(self) -> Product | None:
+        product_id = self._product_id()
+        return None if product_id is None else Product.objects.filter(pk=product_id).first()
 
     def lookups(self, request, model_admin):
         chosen = self._chosen()
@@ -338,12 +344,10 @@ class ProductFilter(admin.SimpleListFilter):
         return self.value() is not None
 
     def queryset(self, request, queryset):
-        value = self.value()
-        if value is None:
+        if self.value() is None:
             return queryset
-        if not value.isdigit():
-            return queryset.none()
-        return queryset.filter(product_id=int(value))
+        product_id = self._product_id()
+        return queryset.none() if product_id is None else queryset.filter(product_id=product_id)
 
 
 @admin.register(StockMovement)

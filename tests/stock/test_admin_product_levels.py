@@ -166,7 +166,9 @@ class TestMovementsOfOneProduct:
         assert response.status_code == 200
         assert "By product" not in _text(response)
 
-    @pytest.mark.parametrize("value", ["abc", "999999", "-1", ""])
+    @pytest.mark.parametrize(
+        "value", ["abc", "999999", "-1", "", "²", "99999999999999999999999", "1e3", " 1"]
+    )
     def test_a_product_filter_that_names_no_product_lists_nothing(self, boss_client, value):
         product = ProductFactory(stock_code="MOV-6", shop_quantity=0)
         _set_level(product, default_warehouse(), 2, staff_user="marta")
