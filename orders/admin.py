@@ -7,7 +7,14 @@ from django.utils.html import format_html
 
 from core.admin import ReadOnlyInline, ReadOnlyInlinesMixin
 from core.display import admin_decimal, money
-from orders.models import CUSTOMER_COLUMNS, Order, OrderItem, OrderStatusChange
+from orders.models import (
+    CUSTOMER_COLUMNS,
+    Order,
+    OrderItem,
+    OrderStatusChange,
+    Shipment,
+    ShipmentLine,
+)
 from orders.services import (
     order_status_set_by_staff,
     orders_clear_acknowledgement,
@@ -115,6 +122,7 @@ class OrderItemInline(admin.TabularInline):
         "ean",
         "stock_code",
         "allocations",
+        "shipped",
     )
     readonly_fields = fields
     unit_price_display = admin_decimal(OrderItem, "unit_price")
@@ -128,11 +136,56 @@ class OrderItemInline(admin.TabularInline):
     def allocations(self, item: OrderItem) -> str:
         return allocations_display(item.reservations.all())
 
+    @admin.display(description="shipped")
+    def shipped(self, item: OrderItem) -> int:
+        # A shipment names a line by its index among the order's items: read once per order.
+        if getattr(self, "_shipped_of", (None,))[0] != item.order_id:
+            ids = list(
+                OrderItem.objects.filter(order_id=item.order_id)
+                .order_by("id")
+                .values_list("id", flat=True)
+            )
+            units: dict[int, int] = {}
+            for line, quantity in ShipmentLine.objects.filter(
+                shipment__order_id=item.order_id
+            ).values_list("line", "quantity"):
+                units[line] = units.get(line, 0) + quantity
+            self._shipped_of = (item.order_id, {pk: units.get(i, 0) for i, pk in enumerate(ids)})
+        return self._shipped_of[1].get(item.pk, 0)
+
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class ShipmentInline(ReadOnlyInline):
+    """The order's parcels as the partner system recorded them: written only by the shipments
+    operation."""
+
+    model = Shipment
+    fields = (
+        "shipment_id",
+        "warehouse",
+        "units",
+        "shipped_at",
+        "delivered_at",
+        "carrier",
+        "tracking_number",
+        "tracking_url",
+        "recorded_at",
+    )
+    readonly_fields = fields
+    ordering = ("shipped_at", "id")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("lines")
+
+    @admin.display(description="units (line × units)")
+    def units(self, shipment: Shipment) -> str:
+        # Lines by their index in the order's items, 0 for the first, as the API names them.
+        return ", ".join(f"line {part.line} × {part.quantity}" for part in shipment.lines.all())
 
 
 class OrderStatusChangeInline(ReadOnlyInline):
@@ -189,7 +242,7 @@ class OrderAdmin(ReadOnlyInlinesMixin, admin.ModelAdmin):
     )
     date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")
-    inlines = (OrderItemInline, ReservationOfOrderInline, OrderStatusChangeInline)
+    inlines = (OrderItemInline, ShipmentInline, ReservationOfOrderInline, OrderStatusChangeInline)
     actions = ("hand_to_partner", "clear_acknowledgement")
     # The partner state changes only through the acknowledgement and the actions, which leave
     # a trace; a hand edit would not.

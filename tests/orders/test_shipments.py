@@ -2,6 +2,7 @@
 as a client sees it (status codes, bodies, the feed, the shop's read, the metric) and the rows
 it leaves."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -645,3 +646,24 @@ class TestKeys:
         )
         assert shop_client.post(ship_url(order.pk), body, format="json").status_code == 403
         assert stored(order)[2] == []
+
+
+class TestAdmin:
+    def test_the_order_page_shows_the_shipments_and_each_lines_shipped_units(
+        self, api_client, admin_client
+    ):
+        Warehouse.objects.create(code="EAST", name="Branch East")
+        order = acknowledged_order(3, 2)
+        ship(api_client, order.pk, "PPL-1", [(0, 2)], carrier="PPL", tracking_number="PPL-1")
+        ship(api_client, order.pk, "DHL-7", [(1, 2), (0, 1)], warehouse="EAST")
+
+        response = admin_client.get(reverse("admin:orders_order_change", args=[order.pk]))
+
+        assert response.status_code == 200
+        html = response.content.decode()
+        shipped = re.findall(r'<td class="field-shipped">\s*<p>(\d+)</p>', html)
+        assert shipped == ["3", "2"]
+        units = re.findall(r'<td class="field-units">\s*<p>(.*?)</p>', html)
+        assert units == ["line 0 × 2", "line 0 × 1, line 1 × 2"]
+        assert "PPL-1" in html and "DHL-7" in html and "EAST" in html
+        assert 'name="shipments-0-shipment_id"' not in html  # shown, never edited
