@@ -317,6 +317,8 @@ class SyncAudit(models.Model):
     status_code = models.PositiveSmallIntegerField(verbose_name="HTTP status")
     duration_ms = models.FloatField(default=0, verbose_name="duration (ms)")
     error_summary = models.TextField(blank=True, default="")
+    # The names of the body's members the call ignored (`ignored_fields` of its answer).
+    ignored_fields = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ("-created_at", "-id")

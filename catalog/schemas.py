@@ -110,18 +110,29 @@ def _ean(value: Any) -> Any:
     return value
 
 
+def _warehouse_code(value: Any) -> Any:
+    if isinstance(value, float):
+        # 1.50 would be read as "1.5", 1e2 as "100.0": only an integer is taken as its digits.
+        raise PydanticCustomError(
+            "int_from_float",
+            "A warehouse code sent as a number must be an integer; send it as text",
+        )
+    return value
+
+
 # Keys are stripped, put in NFC form and refused with control or format characters before
 # their length is checked.
 StockCode = Annotated[
     text_field(m.STOCK_CODE_MAX_LENGTH, strip=True, min_length=1), BeforeValidator(_stock_code)
 ]
-Ean = Annotated[
-    text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean), IntegersAsText()
-]
+Ean = Annotated[text_field(m.EAN_MAX_LENGTH, strip=True), BeforeValidator(_ean), IntegersAsText()]
 Text = text_field(m.TEXT_MAX_LENGTH)
-# A warehouse's code as an item names it: stripped; whether a stored warehouse has it is the
-# sync's question (`unknown_warehouse`), not a format rule.
-WarehouseCode = Annotated[text_field(m.TEXT_MAX_LENGTH, strip=True), IntegersAsText()]
+# A warehouse's code as an item names it: stripped, a JSON integer as its digits (any other
+# number refused, as for the EAN); whether a stored warehouse has it is the sync's question
+# (`unknown_warehouse`), not a format rule.
+WarehouseCode = Annotated[
+    text_field(m.TEXT_MAX_LENGTH, strip=True), BeforeValidator(_warehouse_code), IntegersAsText()
+]
 # Constraints before the validator, so that they reach the OpenAPI schema as minimum/maximum.
 _QuantityRange = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 Quantity = Annotated[_QuantityRange, BeforeValidator(_refuse_bool_as_number)]

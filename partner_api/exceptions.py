@@ -70,15 +70,16 @@ VALIDATION_RULES: dict[str, ValidationRule] = {
         bad_request=(
             "Too many items, duplicate key (per warehouse), unknown warehouse "
             "(`unknown_warehouse`), one product's items disagreeing on its fields "
-            "(`conflicting_values`), malformed JSON or invalid field."
+            "(`conflicting_values`), a member narrowly missing a field (`unknown_field`), "
+            "malformed JSON or invalid field."
         ),
         unprocessable_entity="stock_code missing or empty in an item.",
     ),
     "products_item": ValidationRule(
         _is_stock_code_missing,
         bad_request=(
-            "Unknown or ambiguous key, unknown warehouse (`unknown_warehouse`), malformed "
-            "JSON or invalid field."
+            "Unknown or ambiguous key, unknown warehouse (`unknown_warehouse`), a member "
+            "narrowly missing a field (`unknown_field`), malformed JSON or invalid field."
         ),
         unprocessable_entity="stock_code missing or empty.",
     ),

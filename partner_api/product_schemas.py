@@ -188,6 +188,15 @@ class SyncResponse(BaseModel):
     stale_keys: list[StaleKey] = Field(
         default_factory=list, description="One entry per stale item, by ascending index."
     )
+    ignored_fields: list[str] = Field(
+        description=(
+            "The names of the request's members the service does not read and ignored (in "
+            "items, at the top level and in sync_context), sorted, each once; [] when none. "
+            "A name that narrowly misses a field the service reads (`warehose`, "
+            "`Shop Quantity`) is not ignored: the request is refused (`unknown_field`)."
+        ),
+        examples=[["colour"]],
+    )
     message: str = sometimes(
         description="Only when synchronization is paused (success false): why nothing was applied."
     )
@@ -225,6 +234,7 @@ class SyncResponse(BaseModel):
                     "stale_keys": [
                         {"index": 0, "stock_code": "SC-1", "ean": "8590001", "warehouse": "MAIN"}
                     ],
+                    "ignored_fields": ["colour"],
                 }
             ]
         }
@@ -301,6 +311,7 @@ EXAMPLES = {
                 }
             ],
             "stale_keys": [],
+            "ignored_fields": [],
         },
     ),
     "products_item": documented_call(
@@ -326,6 +337,7 @@ EXAMPLES = {
             "request_id": "SALE-2026-0311",
             "unknown_keys": [],
             "stale_keys": [],
+            "ignored_fields": [],
         },
     ),
 }
@@ -373,6 +385,7 @@ EXAMPLES["products_sync"] = [
             "request_id": "PR-2026-0043",
             "unknown_keys": [],
             "stale_keys": [],
+            "ignored_fields": [],
         },
     ),
     *documented_call(
@@ -397,7 +410,7 @@ EXAMPLES["products_sync"] = [
             "detail": [
                 {
                     "loc": ["body", "products", 0, "warehouse"],
-                    "msg": "No warehouse with code 'NORTH'",
+                    "msg": "No warehouse with code 'NORTH'. Warehouses: 'EAST', 'MAIN', 'WEST'.",
                     "type": "unknown_warehouse",
                     "input": "NORTH",
                 }
@@ -475,6 +488,7 @@ EXAMPLES["products_item"] = [
             "request_id": "SALE-2026-0312",
             "unknown_keys": [],
             "stale_keys": [],
+            "ignored_fields": [],
         },
     ),
 ]

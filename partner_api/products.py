@@ -41,7 +41,7 @@ from partner_api.product_schemas import (
 from sync.audit import problems_summary, record_refusal
 from sync.call import SyncCall, SyncClient, SyncResult
 from sync.idempotency import names_a_request_id
-from sync.rules import sync_limit_problem
+from sync.rules import member_problems, sync_limit_problem
 from sync.service import SyncBody, SyncInput, sync_call
 
 logger = logging.getLogger(__name__)
@@ -245,6 +245,11 @@ class SyncView(PartnerAPIView):
         # A batch whose items are all in the plain form (what the connector sends) is validated
         # natively into light records; anything else by the models, which word the errors.
         payload = None if self.single or problems or not nul_free else plain_batch(data)
+        # A near miss of a member the service reads is refused: a misspelt field must never
+        # send a figure to the wrong place. Any other unknown member is ignored, and named. (The
+        # plain form takes no item with an unknown member: its items need no look.)
+        misspelt, ignored = member_problems(data, single=self.single, items=payload is None)
+        problems += (problem.located("body") for problem in misspelt)
         if payload is None:
             payload = validate(
                 self.request_model,
@@ -258,6 +263,7 @@ class SyncView(PartnerAPIView):
             payload=payload,
             problems=problems,
             sorted_bytes=request.parser_context.get(SORTED_JSON),
+            ignored_fields=tuple(ignored),
             **facts,
         )
 
@@ -318,6 +324,7 @@ SYNC_EXAMPLES = [
             "request_id": "PR-2026-0043",
             "unknown_keys": [],
             "stale_keys": [],
+            "ignored_fields": [],
             "dry_run": True,
             "changes": [
                 {
@@ -392,7 +399,9 @@ class ProductSyncView(SyncView):
     per warehouse, its items agreeing on its prices, status and catalogue fields. With
     sync_context.posted_at, an item whose warehouse's level holds a later document time is
     stale and left as it is; one whose product (but not its level) holds a later time sets its
-    level only."""
+    level only. Members the service does not read are ignored and named in ignored_fields; one
+    that narrowly misses a field it reads (`warehose`, `Shop Quantity`) is refused with 400
+    (type unknown_field)."""
 
     operation_id = "products_sync"
     single = False
@@ -407,7 +416,9 @@ class ProductItemView(SyncView):
     """One item, updated by ean and stock_code. An unknown or ambiguous key is refused with 400
     (type unknown_key or ambiguous_key) and recorded as a pending product (not in a dry run). A
     stale item (see sync_context.posted_at) answers 200 with products_updated 0 and
-    stale_products 1."""
+    stale_products 1. Members the service does not read are ignored and named in
+    ignored_fields; one that narrowly misses a field it reads (`warehose`) is refused with 400
+    (type unknown_field)."""
 
     operation_id = "products_item"
     single = True

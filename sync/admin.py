@@ -473,7 +473,7 @@ class SyncAuditAdmin(ReadOnlyAdmin):
     list_filter = ("outcome", "endpoint", "source_type", "api_key_name", "created_at")
     search_fields = ("request_id", "source_ref")
     date_hierarchy = "created_at"
-    readonly_fields = ("history_link", "movements_link")
+    readonly_fields = ("ignored_fields_shown", "history_link", "movements_link")
     fields = (
         ("created_at", "duration_ms"),
         ("endpoint", "outcome", "status_code"),
@@ -485,6 +485,7 @@ class SyncAuditAdmin(ReadOnlyAdmin):
         "note",
         ("products_received", "products_updated", "unknown_products", "stale_products"),
         "error_summary",
+        "ignored_fields_shown",
         "history_link",
         "movements_link",
     )
@@ -498,6 +499,11 @@ class SyncAuditAdmin(ReadOnlyAdmin):
             f"{obj.products_received} / {obj.products_updated} / "
             f"{obj.unknown_products} / {obj.stale_products}"
         )
+
+    @admin.display(description="Ignored fields")
+    def ignored_fields_shown(self, obj: SyncAudit) -> str:
+        """The body's members the call did not read (a sender's unknown or extra fields)."""
+        return ", ".join(obj.ignored_fields) or "none"
 
     @admin.display(description="History rows", ordering="history_count")
     def history_link(self, obj: SyncAudit) -> str:

@@ -85,6 +85,7 @@ def record(
         status_code=status_code,
         duration_ms=round((time.perf_counter() - call.started) * 1000, 3),
         error_summary=error_summary[:4000],
+        ignored_fields=list(call.ignored_fields),
     )
 
 

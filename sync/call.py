@@ -34,6 +34,8 @@ class SyncCall:
     request_id: str | None = None
     context: SyncContext | dict[str, Any] | None = None
     received: int = 0
+    # The names of the body's members the call ignores (sorted, each once).
+    ignored_fields: tuple[str, ...] = ()
 
     @property
     def endpoint(self) -> str:
@@ -88,6 +90,8 @@ class SyncResult:
     # A dry run: what a real call would do, `changes` listing each field it would change.
     dry_run: bool = False
     changes: list[dict[str, Any]] = field(default_factory=list)
+    # The names of the body's members the call ignored, sorted, each once.
+    ignored_fields: list[str] = field(default_factory=list)
 
     def stored(self) -> dict[str, Any]:
         """The result as it is kept for replay (the layout of the sync response)."""
@@ -100,6 +104,7 @@ class SyncResult:
             "request_id": self.request_id,
             "unknown_keys": self.unknown_keys,
             "stale_keys": self.stale_keys,
+            "ignored_fields": self.ignored_fields,
         }
 
     @classmethod
@@ -115,4 +120,5 @@ class SyncResult:
             stale=stored.get("stale_products", 0),
             unknown_keys=stored.get("unknown_keys", []),
             stale_keys=stored.get("stale_keys", []),
+            ignored_fields=stored.get("ignored_fields", []),
         )

@@ -124,6 +124,7 @@ def _raw_replay_attempt(call: SyncCall, raw_hash: str) -> SyncResult | None:
             request_id=stored.get("request_id"),
             context=context if isinstance(context, dict) else None,
             received=stored["products_received"],
+            ignored_fields=tuple(stored.get("ignored_fields", ())),
         ),
         stored,
     )

@@ -63,6 +63,7 @@ from sync.warehouses import (
     item_warehouses,
     later_levels,
     merged_items,
+    refused_items_problems,
 )
 
 
@@ -81,6 +82,8 @@ class SyncBody:
     request_id: str | None = None
     context: SyncContext | None = None
     received: int = 0
+    # The names of the members the call ignores (`sync.rules.member_problems`).
+    ignored_fields: tuple[str, ...] = ()
     # orjson's bytes of `data` with sorted keys, when the parser has them (every number in
     # `data` then finite): the canonical hash starts from them.
     sorted_bytes: bytes | None = None
@@ -117,7 +120,13 @@ def sync_call(request: SyncInput) -> SyncResult:
         if replayed is not None:
             return replayed
     body = request.read_body()
-    call = replace(call, request_id=body.request_id, context=body.context, received=body.received)
+    call = replace(
+        call,
+        request_id=body.request_id,
+        context=body.context,
+        received=body.received,
+        ignored_fields=body.ignored_fields,
+    )
     if body.problems:
         # A retry of an applied request is its original answer, even when the retry's spelling
         # (an EAN re-serialised as 4.006381333931e12) would be refused afresh. (Not for a dry
@@ -130,7 +139,13 @@ def sync_call(request: SyncInput) -> SyncResult:
             replayed = idempotency.replay_of_applied(call, body_hash=body.hash(request.raw))
             if replayed is not None:
                 return replayed
-        raise RequestRefused(body.problems, call=call)
+        # What the items' fields alone do not show (an unknown warehouse, a repeated key) is
+        # listed in the same answer: one request, one round of problems.
+        found = refused_items_problems(body.data, single=call.single)
+        raise RequestRefused(
+            _in_order([*body.problems, *(problem.located("body") for problem in found)]),
+            call=call,
+        )
     payload = body.payload
     return products_sync(
         items=payload.products if not call.single else [payload],
@@ -143,7 +158,23 @@ def sync_call(request: SyncInput) -> SyncResult:
         started=call.started,
         raw_body_hash=raw_hash if payload.request_id is not None else None,
         dry_run=request.dry_run,
+        ignored_fields=body.ignored_fields,
     )
+
+
+def _in_order(problems: list[Problem]) -> list[Problem]:
+    """A refused request's problems: the query's, then the items' by position, then the rest
+    of the body's (each group in the order found)."""
+
+    def order(problem: Problem) -> tuple[int, int]:
+        loc = problem.loc
+        if loc[:1] == ("query",):
+            return (0, 0)
+        if loc[1:2] == ("products",) and len(loc) > 2 and loc[2].__class__ is int:
+            return (1, loc[2])
+        return (2, 0)
+
+    return sorted(problems, key=order)
 
 
 @dataclass(frozen=True)
@@ -186,6 +217,7 @@ def products_sync(
     started: float,
     raw_body_hash: str | None = None,
     dry_run: bool = False,
+    ignored_fields: Sequence[str] = (),
 ) -> SyncResult:
     """Apply absolute stock levels, prices and catalogue fields sent by the partner system.
 
@@ -197,9 +229,18 @@ def products_sync(
     later document time (`context.posted_at`) than the request's is stale: not applied.
 
     A `dry_run` goes the same way and answers the same, plus the field changes the call would
-    make, but writes nothing except its audit row.
+    make, but writes nothing except its audit row. `ignored_fields`: the names of the request's
+    members it ignores, kept with its answer and audit row.
     """
-    call = SyncCall(client, single, started, request_id, context, received=len(items))
+    call = SyncCall(
+        client,
+        single,
+        started,
+        request_id,
+        context,
+        received=len(items),
+        ignored_fields=tuple(ignored_fields),
+    )
     warehouses, unknown_warehouses = item_warehouses(items, single=single)
     problems = request_problems(
         items, single=single, codes=None if warehouses.one else warehouses.codes
@@ -286,6 +327,7 @@ def _paused(request: _Sync, control: SyncControl) -> SyncResult:
         request_id=request.request_id,
         message=PAUSED_MESSAGE + reason,
         dry_run=request.dry_run,
+        ignored_fields=list(request.call.ignored_fields),
     )
 
 
@@ -406,7 +448,10 @@ def _apply(request: _Sync, resolution: Resolution) -> SyncResult:
     pending_record(
         resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
     )
-    return found.result(received=len(request.items), request_id=request.request_id)
+    return replace(
+        found.result(received=len(request.items), request_id=request.request_id),
+        ignored_fields=list(request.call.ignored_fields),
+    )
 
 
 def _every_figure_moves(applied: Sequence[tuple]) -> bool:
@@ -588,6 +633,7 @@ def _dry_run(request: _Sync, resolution: Resolution) -> SyncResult:
         changes=field_changes(
             found, codes=request.warehouses.codes, levels=_levels_held(request, found)
         ),
+        ignored_fields=list(request.call.ignored_fields),
     )
 
 

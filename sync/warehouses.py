@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from catalog.schemas import VALUE_FIELDS
+from catalog.schemas import VALUE_FIELDS, Ean, StockCode, WarehouseCode
 from core.problems import Problem
 from stock.models import Warehouse
 from stock.services import levels_later, warehouses_by_code
-from sync.rules import unknown_warehouse_problems
+from sync.rules import duplicate_key_problems, sync_limit_problem, unknown_warehouse_problems
 
 _item_warehouse = operator.attrgetter("warehouse")
 # The product's fields an item carries: every value field but its level.
@@ -67,6 +68,56 @@ def item_warehouses(
     return ItemWarehouses(codes, stored), unknown_warehouse_problems(
         named, stored.keys(), single=single
     )
+
+
+# One field of an item by ProductItem's rules for it alone (a number as its text, as there).
+_AS_ITEM = ConfigDict(coerce_numbers_to_str=True)
+_WAREHOUSE = TypeAdapter(WarehouseCode | None, config=_AS_ITEM)
+_STOCK_CODE = TypeAdapter(StockCode, config=_AS_ITEM)
+_EAN = TypeAdapter(Ean | None, config=_AS_ITEM)
+
+
+class _Place(namedtuple("_Place", ("stock_code", "ean", "warehouse"))):
+    """An item's key and warehouse, read as an item is (by attribute)."""
+
+
+def _field(adapter: TypeAdapter, value: Any) -> tuple[bool, Any]:
+    try:
+        return True, adapter.validate_python(value)
+    except ValidationError:
+        return False, None
+
+
+def refused_items_problems(data: Any, *, single: bool) -> list[Problem]:
+    """For a sync body refused by its fields' rules (`data`, parsed JSON), the problems those
+    rules do not see: items that name no stored warehouse, and repeated keys (per warehouse).
+    Each item's key and warehouse are read by their own fields' rules, whatever else is wrong
+    with the item, so that one answer lists every problem (a field left out where it is
+    invalid: its own problem is listed already)."""
+    if not isinstance(data, dict):
+        return []
+    items = [data] if single else data.get("products")
+    if not isinstance(items, list) or sync_limit_problem(len(items)) is not None:
+        return []
+    places, keyed = [], []
+    for index, item in enumerate(items):
+        sent = item if isinstance(item, dict) else {}
+        code_valid, code = _field(_WAREHOUSE, sent.get("warehouse"))
+        code_valid = code_valid and isinstance(item, dict)
+        stock_code_valid, stock_code = _field(_STOCK_CODE, sent.get("stock_code"))
+        ean_valid, ean = _field(_EAN, sent.get("ean"))
+        places.append(_Place(stock_code, ean, code))
+        if code_valid and stock_code_valid and ean_valid:
+            keyed.append(index)
+    warehouses, unknown = item_warehouses(places, single=single)
+    if single or len(keyed) < 2:
+        return unknown
+    duplicates = duplicate_key_problems(
+        [places[index] for index in keyed],
+        [warehouses.codes[index] for index in keyed],
+        indexes=keyed,
+    )
+    return [*unknown, *duplicates]
 
 
 def conflicting_problems(

@@ -34,6 +34,7 @@ def test_response_fields(api_client):
             {"index": 2, "stock_code": "NEW", "ean": "", "warehouse": "MAIN", "reason": "unknown"}
         ],
         "stale_keys": [],
+        "ignored_fields": [],
     }
 
 
@@ -47,6 +48,7 @@ def test_request_id_is_null_when_absent_and_empty_batch_is_fine(api_client):
         "request_id": None,
         "unknown_keys": [],
         "stale_keys": [],
+        "ignored_fields": [],
     }
 
 

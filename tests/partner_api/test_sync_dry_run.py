@@ -83,6 +83,7 @@ def test_dry_run_answers_the_real_answer_plus_changes_and_writes_only_its_audit(
             {"index": 0, "stock_code": "NEW", "ean": "", "warehouse": "MAIN", "reason": "unknown"}
         ],
         "stale_keys": [{"index": 2, "stock_code": "OLD", "ean": "", "warehouse": "MAIN"}],
+        "ignored_fields": [],
         "dry_run": True,
         "changes": [
             {

@@ -34,6 +34,7 @@ def test_known_key_is_applied(api_client):
         "request_id": "SALE-1",
         "unknown_keys": [],
         "stale_keys": [],
+        "ignored_fields": [],
     }
     product.refresh_from_db()
     assert product.shop_quantity == 3

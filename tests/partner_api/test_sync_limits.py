@@ -58,6 +58,7 @@ def test_full_batch_of_5000_items_is_applied(api_client):
             for i in range(4000, 5000)
         ],
         "stale_keys": [],
+        "ignored_fields": [],
     }
     product = Product.objects.get(stock_code="SC-003999")
     assert product.shop_quantity == 3999 % 50

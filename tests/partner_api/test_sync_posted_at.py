@@ -235,6 +235,7 @@ def test_single_stale_item_answers_200_with_nothing_updated(api_client):
         "request_id": None,
         "unknown_keys": [],
         "stale_keys": [{"index": 0, "stock_code": "A", "ean": "", "warehouse": "MAIN"}],
+        "ignored_fields": [],
     }
     assert quantity("A") == 5
     assert not ProductHistory.objects.exists()
@@ -437,6 +438,7 @@ def test_response_stored_before_the_fields_existed_replays_with_defaults(api_cli
         "request_id": "OLD-1",
         "unknown_keys": [],
         "stale_keys": [],
+        "ignored_fields": [],
     }
 
 
