@@ -1,11 +1,12 @@
 """Command line: `stock-sync-connector push DOCUMENT` (or `python -m connector ...` in the
-checkout), `orders pull --out DIR`, `orders ack FILE`, `orders status FILE`.
+checkout), `orders pull --out DIR`, `orders ack FILE`, `orders status FILE`, `orders ship FILE`.
 
 Exit status of `push`: 0 synced, 1 partial, 3 failed, 4 unchanged (no answer: push again
 later), 5 the key was refused (401, 403: no retry helps), 2 the document or the command line is
 wrong (a draft, an invalid row, a missing key).
 
-Exit status of `orders pull`, `orders ack` and `orders status`: 0 done; 1 (ack, status) some
+Exit status of `orders pull`, `orders ack`, `orders status` and `orders ship`: 0 done; 1 (ack,
+status, ship) some
 orders need a person (a conflict, an unknown order, a refused line); 2 the file or the command
 line is wrong (nothing was sent); 3 (pull) the service refused the poll; 4 not finished (no
 answer after every retry): run it again later, which is safe; 5 the key was refused.
@@ -70,6 +71,12 @@ from connector.push import (
     push_document,
 )
 from connector.rows import FileInvalid, LineResult, Outcome
+from connector.shipments import (
+    SHIP_OPTIONAL,
+    SHIP_REQUIRED,
+    orders_ship,
+    parse_ship_file,
+)
 from connector.transport import HttpTransport, Transport
 
 EXIT_CODES = {
@@ -175,7 +182,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "orders": (
         "take the orders waiting for the partner system, acknowledge them, report them",
         "Pull pending orders into files; acknowledge them from a CSV; report what became "
-        "of them from a CSV.",
+        "of them from a CSV; record their parcels from a CSV.",
     ),
     "orders pull": (
         "write every pending order to DIR/<order number>.json",
@@ -194,9 +201,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "repeat (only its tracking fields are replaced); one the order has moved past is "
         "reported as past. The whole file is checked first; any problem and nothing is sent.",
     ),
+    "orders ship": (
+        "record the parcels of orders from a CSV of order_id,shipment_id,line,quantity,...",
+        "Record each parcel of a CSV (the rows with the same order_id and shipment_id are one "
+        "parcel), in the order the file first names them. A parcel the service already has "
+        "is a repeat (only the fields the file fills in are replaced, a delivery time "
+        "added, say); units over what was ordered, or another parcel under the same "
+        "shipment_id, need a person. The whole file is checked first; any problem and "
+        "nothing is sent.",
+    ),
 }
 # The commands that send the lines of an ERP's CSV.
-FILE_COMMANDS = ("orders ack", "orders status")
+FILE_COMMANDS = ("orders ack", "orders status", "orders ship")
 
 HELP_WIDTH = 88
 KEY_REFUSED_LINE = (
@@ -213,8 +229,8 @@ EXIT_STATUSES: dict[str, list[tuple[int, str]]] = {
         (0, "done (push: synced)"),
         (
             1,
-            "push: partial (keys unknown to the shop); orders ack/status: some orders need "
-            "a person",
+            "push: partial (keys unknown to the shop); orders ack/status/ship: some orders "
+            "need a person",
         ),
         (EXIT_USAGE, USAGE_LINE),
         (
@@ -247,9 +263,16 @@ EXIT_STATUSES: dict[str, list[tuple[int, str]]] = {
         (EXIT_KEY_REFUSED, KEY_REFUSED_LINE),
     ],
 }
-EXIT_STATUSES["orders ack"] = EXIT_STATUSES["orders status"] = [
-    (0, "every line done: taken (acknowledged, changed), a repeat, or (status) past"),
-    (1, "some orders need a person (a conflict, an unknown order, a refused line)"),
+EXIT_STATUSES["orders ack"] = EXIT_STATUSES["orders status"] = EXIT_STATUSES["orders ship"] = [
+    (
+        0,
+        "every line done: taken (acknowledged, changed, recorded), a repeat, or (status) past",
+    ),
+    (
+        1,
+        "some orders need a person (a conflict, units over (ship), an unknown order, a "
+        "refused line)",
+    ),
     (
         EXIT_USAGE,
         "the file is invalid or unreadable, or the command line is wrong: nothing was sent",
@@ -406,6 +429,32 @@ def _status_columns_help() -> str:
     )
 
 
+def _ship_columns_help() -> str:
+    described = {
+        "order_id": "order_id: the service's order id",
+        "shipment_id": "shipment_id: the ERP's id of the parcel, 1 to 64 characters of "
+        "A-Z a-z 0-9 . _ : / -; the rows of one parcel share it",
+        "line": "line: the order line, by its place in the order's items (0 for the first)",
+        "quantity": "quantity: units of that line in the parcel, a whole number of at least 1",
+        "warehouse": "warehouse: the code of the warehouse the parcel left from",
+        "shipped_at": "shipped_at: when it left, an ISO 8601 date-time; empty: when sent",
+        "delivered_at": "delivered_at: when it was delivered, an ISO 8601 date-time",
+        "carrier": "carrier: at most 64 characters",
+        "tracking_number": "tracking_number: at most 128 characters",
+        "tracking_url": "tracking_url: an absolute http or https URL, at most 500 characters",
+        "order_number": "order_number: the shop's order number, for people (not sent)",
+    }
+    return _columns_help(
+        [described[name] for name in SHIP_REQUIRED],
+        [described[name] for name in SHIP_OPTIONAL],
+        CSV_INTRO.format(noun="file", what="order line of a parcel"),
+        "A parcel's warehouse, times and tracking may stand on any of its rows; two rows giving "
+        "two values is a problem of the file. An empty cell sends nothing: the service keeps "
+        "what it has. Other columns are passed over; one that looks like a misspelt column "
+        "above is named in a warning.",
+    )
+
+
 def _exit_help(path: str) -> str:
     lines = ["exit status:"]
     lines += [_fill(text, "     ", f"  {code}  ") for code, text in EXIT_STATUSES[path]]
@@ -435,6 +484,8 @@ def _epilog(path: str, prog: str = PROG) -> str | None:
         parts.append(_ack_columns_help())
     elif path == "orders status":
         parts.append(_status_columns_help())
+    elif path == "orders ship":
+        parts.append(_ship_columns_help())
     parts += [_exit_help(path), _environment_help(path)]
     if path == "":
         parts.append(
@@ -556,6 +607,10 @@ def main(
             return _orders_pull(args, transport, io, usage)
         if args.orders_command == "status":
             return _orders_status(args, transport, io, usage)
+        if args.orders_command == "ship":
+            return _orders_file(
+                args, transport, io, usage, parse_ship_file, orders_ship, "ship", unit="parcel"
+            )
         return _orders_ack(args, transport, io, usage)
     return _push(args, transport, io, usage)
 
@@ -738,7 +793,9 @@ def _orders_status(args, transport: Transport, io: _IO, usage) -> int:
     )
 
 
-def _orders_file(args, transport: Transport, io: _IO, usage, parse, send, label: str) -> int:
+def _orders_file(
+    args, transport: Transport, io: _IO, usage, parse, send, label: str, unit: str = "order"
+) -> int:
     """Read the ERP's CSV (every problem before anything is sent), then send its lines one by
     one with progress and retries; the summary, the status file and the exit status."""
     try:
@@ -755,7 +812,7 @@ def _orders_file(args, transport: Transport, io: _IO, usage, parse, send, label:
         _warn(io.stderr, f"{args.file}: {warning}")
     client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
     show = _show_progress(args, io.stderr)
-    with _progress(show, len(lines), label, io.stderr, "order") as advance:
+    with _progress(show, len(lines), label, io.stderr, unit) as advance:
 
         def on_line(outcome: LineResult) -> None:
             advance(1)
