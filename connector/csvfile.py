@@ -14,6 +14,7 @@ nothing but the standard library and never imports the service, so the rule live
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Iterable
 
 
@@ -64,24 +65,52 @@ def near_miss(name: str, fields: Iterable[str]) -> str | None:
     several, the closest, then the first of `fields`. `warehouse_id` (three edits from
     `warehouse`), `colour` or `eam` (under five characters) are no near miss.
     """
-    fields = tuple(fields)
-    if name in fields:
+    known, by_size = _index(tuple(fields))
+    if name in known:
         return None
     normal = normalised_name(name)
-    if normal in fields:
+    if normal in known:
         return normal
     if len(name) < NEAR_MISS_MIN_LENGTH:
         return None
-    letters = set(normal)
-    best, best_distance = None, NEAR_MISS_MAX_EDITS + 1
-    for field in fields:
-        # Each edit changes the set of letters by two at most: a cheap test first.
-        if len(letters.symmetric_difference(field)) > 2 * NEAR_MISS_MAX_EDITS:
-            continue
-        distance = edit_distance(normal, field)
-        if distance < best_distance:
-            best, best_distance = field, distance
-    return best
+    # Each edit changes the length by one and the set of characters by two at most: two cheap
+    # tests first (a body may carry hundreds of thousands of distinct names).
+    size = len(normal)
+    letters = None
+    best = best_distance = None
+    for width in range(size - NEAR_MISS_MAX_EDITS, size + NEAR_MISS_MAX_EDITS + 1):
+        for order, field, field_letters in by_size.get(width, ()):
+            if letters is None:
+                letters = _letters(normal)
+            if (letters ^ field_letters).bit_count() > 2 * NEAR_MISS_MAX_EDITS:
+                continue
+            distance = edit_distance(normal, field)
+            if distance <= NEAR_MISS_MAX_EDITS and (
+                best is None or (distance, order) < (best_distance, best[0])
+            ):
+                best, best_distance = (order, field), distance
+    return None if best is None else best[1]
+
+
+def _letters(text: str) -> int:
+    """The set of a text's characters as bits (a character's code point modulo 64: distinct for
+    `_` and the ASCII letters; two characters sharing a bit only make the test laxer)."""
+    bits = 0
+    for char in text:
+        bits |= 1 << (ord(char) & 63)
+    return bits
+
+
+@functools.lru_cache(maxsize=16)
+def _index(
+    fields: tuple[str, ...],
+) -> tuple[frozenset, dict[int, tuple[tuple[int, str, int], ...]]]:
+    """The fields as a set, and by length, each as (its place in `fields`, itself, its
+    `_letters`)."""
+    sizes: dict[int, list[tuple[int, str, int]]] = {}
+    for order, field in enumerate(fields):
+        sizes.setdefault(len(field), []).append((order, field, _letters(field)))
+    return frozenset(fields), {size: tuple(profiles) for size, profiles in sizes.items()}
 
 
 def closest_name(name: str, known: Iterable[str]) -> str | None:
