@@ -19,6 +19,7 @@ from orders.models import (
     Order,
     OrderItem,
     OrderStatusChange,
+    Shipment,
 )
 from orders.schemas import OrderRecord
 from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, status_change_allowed
@@ -360,6 +361,19 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
             )
             for index, record in enumerate(records)
             if (order := existing.get(record.order_number)) is not None
+        # Shipments name an order's lines by their place among its items: an order with
+        # shipments keeps its items as they are (the same items again are left alone).
+        shipped = _orders_with_shipments(existing.values())
+        kept = {order.pk for order in shipped}
+        changed = [
+            _items_have_shipments(index, record, shipped[order])
+            for index, record in enumerate(records)
+            if (order := existing.get(record.order_number)) is not None
+            and order in shipped
+            and _item_rows(order_items(order, record.items)) != shipped[order]
+        ]
+        if changed:
+            raise OrdersRefused(changed)
             and order.source == OrderSource.SHOP
         ]
         if placed:
@@ -371,7 +385,10 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
             orders.append(order)
         Order.objects.bulk_create([o for o in orders if o.pk is None], batch_size=500)
         Order.objects.bulk_update(list(existing.values()), _IMPORTED_FIELDS, batch_size=500)
-        OrderItem.objects.filter(order__in=[o.pk for o in existing.values()]).delete()
+        OrderItem.objects.filter(
+            order__in=[o.pk for o in existing.values() if o.pk not in kept]
+        ).delete()
+                if order.pk not in kept
         OrderItem.objects.bulk_create(
             [
                 item
@@ -379,6 +396,37 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
                 for item in order_items(order, record.items)
             ],
             batch_size=500,
+_ITEM_FIELDS = ("name", "quantity", "unit_price", "total", "ean", "stock_code")
+
+
+def _item_rows(items: Iterable[OrderItem]) -> list[tuple]:
+    return [tuple(getattr(item, name) for name in _ITEM_FIELDS) for item in items]
+
+
+def _orders_with_shipments(orders: Iterable[Order]) -> dict[Order, list[tuple]]:
+    """The orders among these that have shipments, each with its items' fields in line order."""
+    orders = list(orders)
+    pks = set(
+        Shipment.objects.filter(order__in=[o.pk for o in orders]).values_list("order", flat=True)
+    )
+    items: dict[int, list[tuple]] = {pk: [] for pk in pks}
+    for order_id, *row in (
+        OrderItem.objects.filter(order__in=pks).order_by("id").values_list("order", *_ITEM_FIELDS)
+    ):
+        items[order_id].append(tuple(row))
+    return {order: items[order.pk] for order in orders if order.pk in pks}
+
+
+def _items_have_shipments(index: int, record: OrderRecord, stored: list[tuple]) -> Problem:
+    return Problem(
+        loc=(index, "items"),
+        msg=f"order_number {record.order_number!r} has shipments, which name its lines by "
+        f"their place among its {len(stored)} item(s); an import cannot change its items",
+        type="order_has_shipments",
+        input=record.order_number,
+    )
+
+
         )
     return orders
 

@@ -249,3 +249,52 @@ def test_the_help_names_the_required_fields_and_the_sample_file(capsys):
     for required in ("order_number", "created_at", "status", "customer", "items", "total"):
         assert required in text
     assert "orders/examples/orders.json" in text
+
+
+def test_an_order_with_shipments_keeps_its_items(write, api_client):
+    """Shipments name an order's lines by their place among its items: an import that would
+    change the items of an order with shipments refuses the file; the same items again pass."""
+    items = [
+        {"name": "Winter Grip", "quantity": 2, "unit_price": 84.5, "total": 169.0},
+        {"name": "Fitting", "quantity": 4, "unit_price": 5.5, "total": 22.0},
+    ]
+    acknowledged = {"partner_sync_status": "acknowledged", "partner_reference": "FA-7"}
+    run(write([order_record(items=items, **acknowledged)]))
+    order = Order.objects.get()
+    kept = list(order.items.order_by("id").values_list("id", "name", "quantity"))
+    shipped = api_client.post(
+        reverse("partner_api:orders-shipments", args=[order.pk]),
+        {"shipment_id": "P-1", "lines": [{"line": 1, "quantity": 4}]},
+        format="json",
+    )
+    assert shipped.status_code == 201, shipped.json()
+
+    reordered = order_record(items=list(reversed(items)), **acknowledged)
+    fewer = order_record(items=items[:1], **acknowledged)
+    for record in (reordered, fewer):
+        with pytest.raises(CommandError) as caught:
+            run(write([order_record("20260002"), record]))
+        assert str(caught.value) == (
+            "Nothing was imported. Problems:\norder 2: order_number '20260001' has shipments, "
+            "which name its lines by their place among its 2 item(s); an import cannot change "
+            "its items"
+        )
+        assert list(order.items.order_by("id").values_list("id", "name", "quantity")) == kept
+        assert not Order.objects.filter(order_number="20260002").exists()
+
+    # The same items again (the rest of the order may change): imported, the items kept.
+    assert run(write([order_record(items=items, total=191.0, **acknowledged)])) == [
+        f"20260001 {order.pk}"
+    ]
+    order.refresh_from_db()
+    assert order.total == Decimal("191")
+    assert list(order.items.order_by("id").values_list("id", "name", "quantity")) == kept
+    feed = api_client.get(reverse("partner_api:orders-poll"), {"partner_status": "all"}).json()
+    assert [item["shipped"] for item in feed["orders"][0]["items"]] == [0, 4]
+
+
+def test_an_order_without_shipments_still_takes_other_items(write):
+    run(write([order_record(partner_sync_status="acknowledged", partner_reference="FA-7")]))
+    items = [{"name": "Fitting", "quantity": 4, "unit_price": 5.5, "total": 22.0}]
+    run(write([order_record(items=items)]))
+    assert list(OrderItem.objects.values_list("name", "quantity")) == [("Fitting", 4)]

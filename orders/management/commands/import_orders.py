@@ -15,7 +15,8 @@ class Command(FileImportCommand):
         "A null or absent partner_sync_status makes a legacy order, which the partner system "
         "never sees. Creates or updates by order_number, all or nothing, and prints "
         "'<order_number> <order_id>' per order; a bad order is named by its place in the file, "
-        "from 1. An order the partner system has acknowledged keeps its acknowledgement."
+        "from 1. An order the partner system has acknowledged keeps its acknowledgement; an order "
+        "with shipments keeps its items (a file that changes them is refused)."
     )
 
     noun = "order"
