@@ -361,6 +361,10 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
             )
             for index, record in enumerate(records)
             if (order := existing.get(record.order_number)) is not None
+            and order.source == OrderSource.SHOP
+        ]
+        if placed:
+            raise OrdersRefused(placed)
         # Shipments name an order's lines by their place among its items: an order with
         # shipments keeps its items as they are (the same items again are left alone).
         shipped = _orders_with_shipments(existing.values())
@@ -374,10 +378,6 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
         ]
         if changed:
             raise OrdersRefused(changed)
-            and order.source == OrderSource.SHOP
-        ]
-        if placed:
-            raise OrdersRefused(placed)
         orders = []
         for record in records:
             order = existing.get(record.order_number) or Order(order_number=record.order_number)
@@ -388,14 +388,18 @@ def orders_import(*, records: Sequence[OrderRecord]) -> list[Order]:
         OrderItem.objects.filter(
             order__in=[o.pk for o in existing.values() if o.pk not in kept]
         ).delete()
-                if order.pk not in kept
         OrderItem.objects.bulk_create(
             [
                 item
                 for order, record in zip(orders, records, strict=True)
+                if order.pk not in kept
                 for item in order_items(order, record.items)
             ],
             batch_size=500,
+        )
+    return orders
+
+
 _ITEM_FIELDS = ("name", "quantity", "unit_price", "total", "ean", "stock_code")
 
 
@@ -425,10 +429,6 @@ def _items_have_shipments(index: int, record: OrderRecord, stored: list[tuple]) 
         type="order_has_shipments",
         input=record.order_number,
     )
-
-
-        )
-    return orders
 
 
 _IMPORTED_FIELDS = (*ORDER_RECORD_COLUMNS, "acknowledged_at")
