@@ -105,9 +105,9 @@ class Product(models.Model):
         return f"{self.stock_code} / {self.ean}" if self.ean else self.stock_code
 
     def save(self, *args, **kwargs):
-        # `shop_quantity` and `reserved` are the stock's figures, written only by
-        # stock.services with the levels they sum: saving a product read a moment ago (an
-        # admin edit) must not put back the figures it read while a placement changed them.
+        # `shop_quantity` and `reserved` are the stock's figures, written only by the stock
+        # app's writers with the levels they sum: saving a product read a moment ago (an admin
+        # edit) must not put back the figures it read while a placement changed them.
         if not self._state.adding and kwargs.get("update_fields") is None:
             kwargs["update_fields"] = _SAVED_FIELDS
         super().save(*args, **kwargs)

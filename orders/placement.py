@@ -27,7 +27,7 @@ from orders.models import CUSTOMER_FIELDS, Order, OrderItem
 from orders.schemas import ShopOrder, totals_problems
 from orders.services import OrderNotFound, order_items, order_status_move, record_status_change
 from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, shop_may_cancel
-from stock.services import reservations_open
+from stock.reservations import reservations_open
 
 logger = logging.getLogger(__name__)
 

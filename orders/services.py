@@ -24,12 +24,8 @@ from orders.models import (
 from orders.schemas import OrderRecord
 from orders.states import Actor, OrderSource, OrderStatus, PartnerStatus, status_change_allowed
 from stock.models import StockMovement
-from stock.services import (
-    Source,
-    reservations_book,
-    reservations_release,
-    reservations_unbook,
-)
+from stock.movements import Source
+from stock.reservations import reservations_book, reservations_release, reservations_unbook
 
 logger = logging.getLogger(__name__)
 

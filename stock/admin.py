@@ -23,7 +23,7 @@ from core.admin import ReadOnlyInline
 from core.display import local_time
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse
 from stock.selectors import warehouse_code_warning
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 
 # ---------------------------------------------------------------------------------------------
 # Shared pieces (sync.admin and orders.admin use them too)

@@ -2,7 +2,7 @@
 `migrate`) and two branches, one with a lead time."""
 
 from stock.models import Warehouse
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 
 DEMO_WAREHOUSES = [
     {"code": "EAST", "name": "Branch East", "priority": 200, "lead_time_days": 0},

@@ -1,8 +1,9 @@
 """Stock: where units are held (warehouses), how many (a level per product and warehouse), the
 units shop orders hold back (reservations) and why every figure moved (movements).
 
-Written only by `stock.services`. `Product.shop_quantity` and `Product.reserved` are the sums
-of the selling warehouses' levels, kept by the same writers in the same transaction.
+Written only by the stock app's writers, which the package's docstring lists.
+`Product.shop_quantity` and `Product.reserved` are the sums of the selling warehouses' levels,
+kept by the same writers in the same transaction.
 """
 
 from django.core.validators import MinValueValidator, RegexValidator

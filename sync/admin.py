@@ -31,8 +31,9 @@ from stock.admin import (
     product_movements_table,
     reservation_cause_display,
 )
+from stock.levels import levels_set
 from stock.models import Reservation, StockMovement
-from stock.services import Source, levels_set
+from stock.movements import Source
 from sync.pause import sync_pause_set
 from sync.pending import (
     pending_create_products,

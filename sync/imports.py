@@ -14,8 +14,9 @@ from catalog.schemas import ProductItem
 from core.bulk import select_rows
 from core.problems import Problem
 from core.retry import run_with_retry
+from stock.levels import levels_set
 from stock.models import StockMovement
-from stock.services import Source, levels_set
+from stock.movements import Source
 from sync.call import ItemsRefused
 from sync.pending import FileGave, lock_stock_codes, pending_resolve_for_import
 from sync.rules import duplicate_key_problems

@@ -36,8 +36,10 @@ from catalog.models import (
 from catalog.schemas import TRACKED_FIELDS, ProductItem
 from core.bulk import bulk_insert_rows, bulk_update_rows, one_of
 from core.locks import lock_names
+from stock.levels import levels_set
 from stock.models import StockLevel, StockMovement
-from stock.services import Source, item_warehouse_code, levels_set, warehouses_by_code
+from stock.movements import Source
+from stock.warehouses import item_warehouse_code, warehouses_by_code
 from sync.warehouses import PRODUCT_FIELDS
 
 HISTORY_SOURCE = "pending"

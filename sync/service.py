@@ -36,16 +36,11 @@ from core.bulk import (
 )
 from core.problems import Problem
 from core.retry import run_with_retry
+from stock.level_statements import levels_alone, levels_from_table
+from stock.levels import levels_for_sync, levels_held, levels_spread
 from stock.models import StockMovement
-from stock.services import (
-    Source,
-    levels_alone,
-    levels_for_sync,
-    levels_from_table,
-    levels_held,
-    levels_spread,
-    reservations_consume,
-)
+from stock.movements import Source
+from stock.reservations import reservations_consume
 from sync import audit, idempotency
 from sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
 from sync.changes import changes, field_changes, report

@@ -18,8 +18,9 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from catalog.schemas import VALUE_FIELDS, Ean, StockCode, WarehouseCode
 from core.problems import Problem
+from stock.levels import levels_later
 from stock.models import Warehouse
-from stock.services import levels_later, warehouses_by_code
+from stock.warehouses import warehouses_by_code
 from sync.rules import duplicate_key_problems, sync_limit_problem, unknown_warehouse_problems
 
 _item_warehouse = operator.attrgetter("warehouse")

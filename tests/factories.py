@@ -34,7 +34,7 @@ class ProductFactory(DjangoModelFactory):
         if not create:
             return
         from stock.models import StockLevel
-        from stock.services import default_warehouse_id
+        from stock.warehouses import default_warehouse_id
 
         StockLevel.objects.create(
             product=product,
@@ -145,7 +145,7 @@ def levels_like_products(products) -> None:
     """Give products made without the factory (bulk_create) their level in the default
     warehouse, holding their figures, as the stock app would have written it."""
     from stock.models import StockLevel
-    from stock.services import default_warehouse_id
+    from stock.warehouses import default_warehouse_id
 
     warehouse_id = default_warehouse_id()
     StockLevel.objects.bulk_create(
@@ -178,8 +178,9 @@ def set_level(product, warehouse, quantity: int, *, posted_at=None) -> None:
     time."""
     from django.utils import timezone
 
+    from stock.levels import levels_set
     from stock.models import StockMovement
-    from stock.services import Source, levels_set
+    from stock.movements import Source
 
     levels_set(
         {product.pk: quantity},

@@ -490,7 +490,7 @@ class Bench:
     def bench_spread(self) -> None:
         """A batch spread over three warehouses (a third of the products, each three times),
         with a request_id as a connector sends it, against the floor writing the same rows."""
-        from stock.services import warehouse_save
+        from stock.warehouses import warehouse_save
 
         for code in self.SPREAD_CODES[1:]:
             warehouse_save(code)

@@ -300,8 +300,10 @@ def seed(sizes: Sizes, *, split: bool = True) -> tuple[str, str]:
     from catalog.models import Product
     from catalog.schemas import ProductItem
     from partner_api.keys import api_key_create
+    from stock.levels import levels_set
     from stock.models import StockMovement
-    from stock.services import Source, levels_set, warehouse_save
+    from stock.movements import Source
+    from stock.warehouses import warehouse_save
     from sync.imports import products_import
 
     call_command("migrate", verbosity=0)
@@ -350,7 +352,8 @@ def open_booked_reservations(count: int, *, booked_at: datetime) -> None:
     from orders.models import Order, OrderItem
     from orders.states import OrderSource, OrderStatus, PartnerStatus
     from stock.models import Reservation
-    from stock.services import default_warehouse_id, reservations_recount
+    from stock.reserved import reservations_recount
+    from stock.warehouses import default_warehouse_id
 
     batch = next(_batch_number)
     warehouse_id = default_warehouse_id()

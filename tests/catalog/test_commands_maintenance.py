@@ -21,7 +21,7 @@ from catalog.models import (
 from monitoring.selectors import sync_dashboard_figures
 from partner_api.keys import api_key_create
 from stock.models import Reservation, StockMovement
-from stock.services import default_warehouse
+from stock.warehouses import default_warehouse
 from sync.pause import sync_pause_set
 from tests.factories import (
     IdempotencyRecordFactory,

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from catalog.models import PendingProduct, Product
 from stock.models import StockLevel, StockMovement
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from catalog.models import Product
 from catalog.schemas import ProductItem
 from stock.models import StockLevel, StockMovement
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from sync.call import ItemsRefused
 from sync.imports import products_import
 from tests.factories import ProductFactory

@@ -17,8 +17,10 @@ from django.utils import timezone
 
 from catalog.models import PendingProduct, Product, ProductHistory
 from catalog.schemas import ProductItem
+from stock.levels import levels_set
 from stock.models import StockLevel, StockMovement, Warehouse
-from stock.services import Source, levels_set, warehouse_save
+from stock.movements import Source
+from stock.warehouses import warehouse_save
 from sync.pending import (
     _json_text,
     pending_close_for_synced,

@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from stock.models import Reservation
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place

@@ -95,7 +95,11 @@ class Outcome:
         return bool(self.caught_by)
 
 
-RESERVATIONS = "stock/services.py"
+RESERVATIONS = "stock/reservations.py"
+RESERVED = "stock/reserved.py"
+ALLOCATION_PY = "stock/allocation.py"
+LEVELS = "stock/levels.py"
+LEVEL_STATEMENTS = "stock/level_statements.py"
 SYNC_SERVICE = "sync/service.py"
 PLACEMENT_PY = "orders/placement.py"
 SERVICES = "orders/services.py"
@@ -212,7 +216,7 @@ PLANTS: tuple[Plant, ...] = (
         "reserved summed over consumed and released reservations too",
         (
             Substitution(
-                RESERVATIONS,
+                RESERVED,
                 "Reservation.objects.filter(\n            in_pairs, state=State.OPEN\n        )",
                 "Reservation.objects.filter(\n            in_pairs\n        )",
             ),
@@ -330,7 +334,7 @@ PLANTS: tuple[Plant, ...] = (
         "placement takes the warehouses by code alone, not by priority then code",
         (
             Substitution(
-                RESERVATIONS,
+                ALLOCATION_PY,
                 "rows, key=lambda row: (row[0], *taking_order(row[1], row[2]))",
                 "rows, key=lambda row: (row[0], row[2])",
             ),
@@ -343,7 +347,7 @@ PLANTS: tuple[Plant, ...] = (
         "placement skips the whole-line-first rule (always splits in taking order)",
         (
             Substitution(
-                RESERVATIONS,
+                ALLOCATION_PY,
                 "    whole = next((warehouse for warehouse, units in salable if units >= wanted), None)\n"
                 "    if whole is not None:\n"
                 "        return [(whole, wanted)]\n",
@@ -389,7 +393,7 @@ PLANTS: tuple[Plant, ...] = (
         "placement ignores a warehouse's reserved units when choosing where a line is taken",
         (
             Substitution(
-                RESERVATIONS,
+                ALLOCATION_PY,
                 "salable.setdefault(product_id, {})[warehouse_id] = max(0, quantity - reserved)",
                 "salable.setdefault(product_id, {})[warehouse_id] = quantity",
             ),
@@ -401,7 +405,7 @@ PLANTS: tuple[Plant, ...] = (
         "a sync naming several warehouses counts a non-selling one in shop_quantity (SQLite)",
         (
             Substitution(
-                RESERVATIONS,
+                LEVELS,
                 "product_id__in=ids[start : start + _CHUNK], warehouse__sells=True",
                 "product_id__in=ids[start : start + _CHUNK]",
             ),
@@ -414,7 +418,7 @@ PLANTS: tuple[Plant, ...] = (
         "(PostgreSQL's statement)",
         (
             Substitution(
-                RESERVATIONS,
+                LEVEL_STATEMENTS,
                 '"named AS (SELECT o.product_id, SUM(o.quantity) FILTER (WHERE w.sells) AS total "',
                 '"named AS (SELECT o.product_id, SUM(o.quantity) AS total "',
             ),

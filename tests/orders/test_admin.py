@@ -257,7 +257,7 @@ class TestAllocationsOfAnOrder:
     def test_each_line_shows_its_parts_in_the_order_taken_and_what_became_of_them(
         self, admin_client, shop_client, api_client
     ):
-        from stock.services import warehouse_save
+        from stock.warehouses import warehouse_save
         from tests.factories import set_level
 
         east, _ = warehouse_save("EAST", priority=10)

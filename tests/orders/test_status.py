@@ -14,7 +14,7 @@ from django.utils import timezone
 from orders.models import Order, OrderStatusChange
 from orders.states import STATUS_TRANSITIONS, MovedBy
 from stock.models import Reservation
-from stock.services import reservations_recount
+from stock.reserved import reservations_recount
 from tests.factories import ProductFactory
 from tests.monitoring.helpers import TOKEN, scrape, value
 from tests.orders.factories import OrderFactory

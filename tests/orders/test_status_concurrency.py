@@ -8,7 +8,8 @@ from rest_framework.test import APIClient
 
 from orders.models import OrderStatusChange
 from stock.models import Reservation
-from stock.services import default_warehouse, reservations_recount
+from stock.reserved import reservations_recount
+from stock.warehouses import default_warehouse
 from tests.factories import ProductFactory
 from tests.orders.factories import OrderFactory, OrderItemFactory
 

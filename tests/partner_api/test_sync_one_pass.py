@@ -6,7 +6,7 @@ import pytest
 
 from catalog.models import SyncAudit
 from stock.models import StockLevel
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, locs, post_sync, put_item
 

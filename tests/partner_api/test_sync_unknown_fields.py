@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from catalog.models import IdempotencyRecord, PendingProduct, ProductHistory, SyncAudit
 from stock.models import StockLevel
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from sync.rules import member_problems
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, post_sync, put_item

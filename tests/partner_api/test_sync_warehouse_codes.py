@@ -10,7 +10,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from stock.models import StockLevel, Warehouse
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import ITEM_URL, SYNC_URL, item, locs, post_sync, put_item
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from catalog.models import Product, ProductHistory
 from stock.models import StockLevel, StockMovement
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, locs, post_sync, put_item
 

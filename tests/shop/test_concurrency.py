@@ -25,7 +25,7 @@ from catalog.models import Product, SyncAudit
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from stock.models import Reservation, StockLevel
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place

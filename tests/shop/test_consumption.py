@@ -249,8 +249,9 @@ def test_import_products_and_staff_edits_consume_nothing(api_client, order_id, p
     # A staff edit of the level (the stock app's only way to set one outside a sync).
     from django.utils import timezone
 
+    from stock.levels import levels_set
     from stock.models import StockMovement
-    from stock.services import Source, levels_set
+    from stock.movements import Source
 
     levels_set(
         {product.pk: 6},

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-import stock.services
+import stock.reservations
 from catalog.models import Product
 from stock.models import Reservation
 from tests.factories import ProductFactory, levels_like_products
@@ -59,7 +59,7 @@ def _figures(shop_client, product):
 def test_a_batch_over_the_threshold_leaves_other_products_reservations_open(
     shop_client, api_client, monkeypatch, asked_by_id
 ):
-    monkeypatch.setattr(stock.services, "_PRODUCTS_ASKED_BY_ID", asked_by_id)
+    monkeypatch.setattr(stock.reservations, "_PRODUCTS_ASKED_BY_ID", asked_by_id)
     booked = timezone.now() - timedelta(hours=1)
     outside = ProductFactory(shop_quantity=10, safety_buffer=0)
     batch = [ProductFactory(shop_quantity=10, safety_buffer=0) for _ in range(3)]
@@ -87,7 +87,7 @@ def test_a_batch_over_the_threshold_leaves_other_products_reservations_open(
 
 def test_a_batch_of_501_products_consumes_only_its_own(shop_client, api_client):
     """The real threshold, crossed by a real batch: one more product than it asks by id."""
-    size = stock.services._PRODUCTS_ASKED_BY_ID + 1
+    size = stock.reservations._PRODUCTS_ASKED_BY_ID + 1
     booked = timezone.now() - timedelta(hours=1)
     outside = ProductFactory(shop_quantity=10, safety_buffer=0)
     batch = Product.objects.bulk_create(

@@ -7,7 +7,7 @@ import pytest
 
 from catalog.models import Product
 from stock.models import StockLevel
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import STOCK_QUERY, line, order_body, place

@@ -7,7 +7,7 @@ import pytest
 
 from catalog.models import Product
 from stock.models import StockLevel
-from stock.services import default_warehouse, warehouse_save
+from stock.warehouses import default_warehouse, warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.shop.helpers import line, order_body, place
 

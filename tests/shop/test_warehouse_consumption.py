@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from catalog.models import Product
 from stock.models import Reservation, StockLevel
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.shop.helpers import ack_url, line, order_body, place
 

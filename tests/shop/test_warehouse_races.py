@@ -42,7 +42,7 @@ from django.utils import timezone
 from catalog.models import Product
 from orders.models import Order, OrderItem
 from stock.models import Reservation, StockLevel, StockMovement
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync, put_item
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from catalog.models import PendingProduct, Product
 from stock.models import Reservation, StockLevel, Warehouse
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import PendingProductFactory, ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync
 from tests.shop.helpers import cancel_url, line, order_body, place

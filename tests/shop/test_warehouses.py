@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from catalog.models import Product
 from stock.models import Reservation, StockLevel, StockMovement
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.partner_api.sync_helpers import item, post_sync, put_item
 from tests.shop.helpers import (

@@ -13,14 +13,11 @@ from django.test import Client
 from django.urls import reverse
 
 from core.display import local_time
+from stock.levels import levels_set
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse
-from stock.services import (
-    Source,
-    default_warehouse,
-    levels_set,
-    reservations_open,
-    warehouse_save,
-)
+from stock.movements import Source
+from stock.reservations import reservations_open
+from stock.warehouses import default_warehouse, warehouse_save
 from tests.factories import ProductFactory
 from tests.orders.factories import OrderFactory
 

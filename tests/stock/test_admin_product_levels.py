@@ -9,8 +9,10 @@ import pytest
 from django.test import Client, override_settings
 from django.urls import reverse
 
+from stock.levels import levels_set
 from stock.models import StockMovement
-from stock.services import Source, default_warehouse, levels_set, warehouse_save
+from stock.movements import Source
+from stock.warehouses import default_warehouse, warehouse_save
 from tests.factories import ProductFactory
 from tests.stock.test_admin import NOW, _cells, _reserve, _set_level, _text
 

@@ -4,15 +4,10 @@ taken"): the rule itself, and the stock app's reading of the levels it applies i
 import pytest
 from django.utils import timezone
 
+from stock.allocation import Part, reservations_allocate, units_taken
 from stock.models import Reservation, StockLevel
-from stock.services import (
-    Part,
-    default_warehouse_id,
-    reservations_allocate,
-    reservations_open,
-    units_taken,
-    warehouse_save,
-)
+from stock.reservations import reservations_open
+from stock.warehouses import default_warehouse_id, warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.orders.factories import OrderFactory
 

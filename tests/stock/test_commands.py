@@ -6,8 +6,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
+from stock.levels import levels_set
 from stock.models import StockMovement, Warehouse
-from stock.services import Source, levels_set, warehouse_save
+from stock.movements import Source
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory
 
 pytestmark = pytest.mark.django_db

@@ -98,14 +98,14 @@ def test_the_check_catches_a_planted_upward_import():
     planted = (
         "import os\n"
         "from catalog.models import Product\n"
-        "from stock import services\n"
+        "from stock import reservations\n"
         "from sync.service import products_sync\n"
         "import partner_api.keys\n"
         "from orders.models import Order\n"
     )
     assert upward_imports("partner_api", planted) == []
     assert upward_imports("catalog", planted) == [
-        "3: stock.services (upward)",
+        "3: stock.reservations (upward)",
         "4: sync.service (upward)",
         "5: partner_api.keys (upward)",
         "6: orders.models (upward)",

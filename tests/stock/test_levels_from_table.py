@@ -12,7 +12,7 @@ from django.utils import timezone
 from catalog.models import Product
 from core.bulk import COPY_THRESHOLD
 from stock.models import StockLevel, StockMovement
-from stock.services import default_warehouse_id
+from stock.warehouses import default_warehouse_id
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, post_sync
 
@@ -82,7 +82,9 @@ def test_a_large_batch_writes_and_records_each_level(api_client, with_time):
 @pytest.mark.postgres
 def test_where_another_warehouse_holds_levels_the_level_gives_its_before(api_client, monkeypatch):
     from core import bulk
-    from stock.services import Source, levels_set, warehouse_save
+    from stock.levels import levels_set
+    from stock.movements import Source
+    from stock.warehouses import warehouse_save
 
     # Through the temporary table even for three items: each moves, so the batch goes the
     # one-warehouse way, while the products' figures are sums over two warehouses.

@@ -14,13 +14,13 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-import stock.services
+import stock.level_statements
 import sync.service
 from catalog.models import PendingProduct, Product, SyncAudit
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse
-from stock.services import default_warehouse
+from stock.warehouses import default_warehouse
 from sync.pending import pending_create_products
 from tests.factories import ProductFactory, full_item
 from tests.shop.helpers import ack_url, cancel_url, line, order_body, place
@@ -389,7 +389,7 @@ def test_after_a_large_batch_the_figures_are_the_sums(
 
     def levels_from_table(cursor, table, **kwargs):
         tables.append(table)
-        return stock.services.levels_from_table(cursor, table, **kwargs)
+        return stock.level_statements.levels_from_table(cursor, table, **kwargs)
 
     monkeypatch.setattr(sync.service, "levels_from_table", levels_from_table)
     products = [ProductFactory(shop_quantity=10) for _ in range(64)]

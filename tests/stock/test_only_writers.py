@@ -1,4 +1,4 @@
-"""Only `stock.services` writes stock levels, reserved units, reservation states and movements.
+"""Only the stock app writes stock levels, reserved units, reservation states and movements.
 
 The scan reads every module outside `stock/`, `tests/`, the migrations and the virtualenv, and
 lists each place that writes one of them. A second test plants each kind of write in a piece
@@ -29,7 +29,7 @@ SQL_SET = re.compile(
 )
 
 # What the scan finds that writes no stock, as (path, the statement's beginning). Each
-# restores, on an object the caller goes on using, the figure that `stock.services` has just
+# restores, on an object the caller goes on using, the figure that the stock app has just
 # written, so that what follows shows it.
 ALLOWED = {
     # After levels_set: the resolved or created product's object shows its new figure, re-read.

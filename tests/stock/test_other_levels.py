@@ -9,8 +9,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from catalog.models import Product
+from stock.level_statements import levels_alone
+from stock.levels import levels_set
 from stock.models import StockLevel, StockMovement
-from stock.services import Source, levels_alone, levels_set, warehouse_save
+from stock.movements import Source
+from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory
 from tests.partner_api.sync_helpers import item, put_item
 

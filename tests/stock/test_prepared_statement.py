@@ -1,4 +1,4 @@
-"""A single-item sync's level statement (`stock.services.levels_for_sync`) is prepared on
+"""A single-item sync's level statement (`stock.levels.levels_for_sync`) is prepared on
 PostgreSQL and planned once: its planning cost more than all its writes. Behind a transaction
 pooler nothing is prepared, and the statement is logged with its values either way."""
 

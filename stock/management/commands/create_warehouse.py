@@ -7,7 +7,7 @@ from django.db import transaction
 from core.text import has_invisible_characters
 from stock.models import WAREHOUSE_CODE_HELP, WAREHOUSE_CODE_PATTERN, Warehouse
 from stock.selectors import warehouse_code_warning
-from stock.services import warehouse_save
+from stock.warehouses import warehouse_save
 
 # The database's integer column.
 _INTEGER_MAX = 2**31 - 1

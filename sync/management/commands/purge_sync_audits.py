@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from catalog.maintenance import PURGE_BATCH_SIZE, sync_audits_purge
-from stock.services import movements_purge
+from stock.movements import movements_purge
 
 
 class Command(BaseCommand):
