@@ -41,20 +41,14 @@ import stock.reservations
 from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.shop.test_reservation_model import (
-    ACKNOWLEDGED,
-    CANCELLED,
     DEFAULT_BUFFER,
-    DELIVERED,
     ITEM,
-    PENDING,
     PRICES,
     SEEN,
     SYNC,
     THRESHOLD,
     ModelLevel,
-    ModelOrder,
     ModelProduct,
-    ModelShipment,
     ModelWarehouse,
     ReservationMachine,
     SentItem,
@@ -72,9 +66,6 @@ pytestmark = pytest.mark.django_db
 SEEDS = tuple(int(n) for n in os.environ.get("MODEL_TEST_SEEDS", "2,3,6").split(","))
 EXAMPLES = 12
 STEPS = 30
-
-# The statuses that take no new parcel (a repeat of one it has is still answered).
-FINAL = (DELIVERED, CANCELLED)
 
 # The warehouses beside the default one: code, name, lead time in days.
 OTHERS = (("DROP", "Supplier drop-ship", 5), ("east", "East branch", 1))
@@ -235,139 +226,6 @@ class WarehouseMachine(ReservationMachine):
         }
         _seen("sync elsewhere")
         self._send_sync(ITEM, body, dry_run=False, items=[sent], posted_at=posted_at)
-
-    # -- shipments ----------------------------------------------------------------------------
-
-    @precondition(lambda self: any(o.state == ACKNOWLEDGED for o in self.model.orders))
-    @rule(data=st.data())
-    def ship(self, data):
-        """A parcel of an order (mostly one the partner system acknowledged): some units of
-        some of its lines, now and then more than remain; or a parcel it recorded sent again,
-        the same (with or without its delivery, or clearing it) or another one under its id.
-        Shipments move the order's status and change no stock (the invariants check both)."""
-        theirs = [o for o in self.model.orders if o.state == ACKNOWLEDGED]
-        if data.draw(st.integers(0, 4), label="any order") == 0:
-            order = data.draw(st.sampled_from(self.model.orders), label="order")
-        else:
-            order = data.draw(st.sampled_from(theirs), label="order")
-        kinds = ["new", "new", "new", "repeat", "conflict"] if order.shipments else ["new"]
-        kind = data.draw(st.sampled_from(kinds), label="parcel")
-        warehouses = [None, "", *(w.code for w in self.model.warehouses)]
-        if kind == "new":
-            shipment_id = self._next("PARCEL")
-            indexes = data.draw(
-                st.lists(st.sampled_from(range(len(order.lines))), min_size=1, unique=True),
-                label="lines",
-            )
-            remaining = [
-                ordered - shipped
-                for ordered, shipped in zip(order.lines.values(), order.shipped(), strict=True)
-            ]
-            # One more than remains, now and then: more than was ordered.
-            lines = {
-                index: data.draw(st.integers(1, remaining[index] + 1), label="quantity")
-                for index in indexes
-            }
-            warehouse = data.draw(st.sampled_from(warehouses), label="warehouse")
-            shipped_at = self.start - timedelta(hours=1) + timedelta(seconds=self.counter)
-            body = {"shipment_id": shipment_id, "shipped_at": _iso(shipped_at)}
-            delivered_at = None
-            if data.draw(st.booleans(), label="delivered"):
-                delivered_at = shipped_at + timedelta(minutes=1)
-                body["delivered_at"] = _iso(delivered_at)
-        else:
-            shipment_id = data.draw(st.sampled_from(sorted(order.shipments)), label="shipment")
-            parcel = order.shipments[shipment_id]
-            shipped_at = parcel.shipped_at
-            lines = dict(parcel.lines)
-            # Not said: absent, null or "".
-            spellings = [None, ""] if parcel.warehouse is None else [parcel.warehouse]
-            warehouse = data.draw(st.sampled_from(spellings), label="warehouse")
-            body = {"shipment_id": shipment_id}
-            delivered_at = parcel.delivered_at
-            delivery = data.draw(st.sampled_from(["keep", "deliver", "clear"]), label="delivery")
-            if delivery == "deliver":
-                delivered_at = parcel.shipped_at + timedelta(minutes=2)
-                body["delivered_at"] = _iso(delivered_at)
-            elif delivery == "clear":
-                delivered_at = body["delivered_at"] = None
-            if kind == "conflict":
-                other = [code for code in warehouses if code and code != parcel.warehouse]
-                if data.draw(st.booleans(), label="another warehouse"):
-                    warehouse = data.draw(st.sampled_from(other), label="warehouse")
-                else:
-                    line = data.draw(st.sampled_from(sorted(lines)), label="line")
-                    lines[line] += 1
-        if warehouse is not None or data.draw(st.booleans(), label="warehouse null"):
-            body["warehouse"] = warehouse
-        items = list(lines.items())
-        body["lines"] = [
-            {"line": index, "quantity": quantity}
-            for index, quantity in data.draw(st.permutations(items), label="order of lines")
-        ]
-        response = self.partner.post(
-            f"/api/v1/partner/orders/{order.pk}/shipments", body, format="json"
-        )
-        parcel = ModelShipment(warehouse or None, lines, shipped_at, delivered_at)
-        self._shipment_answered(order, kind, shipment_id, parcel, response)
-
-    def _shipment_answered(
-        self, order: ModelOrder, kind: str, shipment_id: str, parcel: ModelShipment, response
-    ) -> None:
-        """What the service answered a parcel, against the model; the model follows."""
-        answer = response.json()
-        if order.state == CANCELLED:
-            _seen("ship cancelled by the shop")
-            assert response.status_code == 409, answer
-            assert answer["status"] == CANCELLED
-            return
-        if order.state == PENDING:
-            _seen("ship pending")
-            assert response.status_code == 409, answer
-            assert answer["partner_sync_status"] == PENDING
-            return
-        if kind == "repeat":
-            _seen(f"ship repeat {order.status}")
-            assert response.status_code == 200, answer
-            assert response["Idempotent-Replayed"] == "true"
-            order.shipments[shipment_id].delivered_at = parcel.delivered_at
-            order.follow_shipments()
-            self._check_record(order, answer)
-            assert answer["status"] == order.status
-            return
-        if order.status in FINAL:
-            _seen(f"ship {order.status}")
-            assert response.status_code == 409, answer
-            assert answer["status"] == order.status
-            return
-        if kind == "conflict":
-            _seen("ship conflict")
-            assert response.status_code == 409, answer
-            assert answer["shipment_id"] == shipment_id
-            return
-        shipped = order.shipped()
-        over = [
-            {
-                "line": index,
-                "ordered": list(order.lines.values())[index],
-                "shipped": shipped[index],
-                "requested": quantity,
-            }
-            for index, quantity in sorted(parcel.lines.items())
-            if shipped[index] + quantity > list(order.lines.values())[index]
-        ]
-        if over:
-            _seen("ship over")
-            assert response.status_code == 409, answer
-            assert answer["over"] == over
-            return
-        assert response.status_code == 201, answer
-        before = order.status
-        order.shipments[shipment_id] = parcel
-        order.follow_shipments()
-        _seen(f"ship {before} -> {order.status}")
-        self._check_record(order, answer)
-        assert answer["status"] == order.status
 
 
 @pytest.mark.parametrize("seed", SEEDS)
