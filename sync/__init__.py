@@ -1,7 +1,9 @@
 """The product synchronization (operations 1 and 2).
 
 - `service`: `sync_call` (one API call, from its bytes) and `products_sync` (the items, in
-  one transaction), in their named steps;
+  one transaction);
+- `attempt`: that transaction, in its named steps (`sync_attempt`); `apply`: its writes
+  (`sync_apply`) or its dry run (`sync_dry_run`);
 - `call`: the caller, the call's facts, the result and the refusal;
 - `rules`: the item limit and repeated keys, checked before anything is read;
 - `resolve`: which product each item names, locked; `changes`: what it changes;

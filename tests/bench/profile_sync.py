@@ -156,6 +156,13 @@ def instrument(clock: Clock) -> None:
     idempotency.body_hash = clock.wrap("body hash (canonical JSON + sha256)", idempotency.body_hash)
     service = sync.service
     service.products_sync = clock.wrap("sync service: transaction, retry", service.products_sync)
+    try:  # the sync's transaction and its writes; both in `sync.service` in code before 2026-11-28
+        import sync.apply
+        import sync.attempt
+
+        attempt, writes = sync.attempt, sync.apply
+    except ImportError:
+        attempt = writes = service
     views.SyncView.replayable_bytes = clock.wrap(
         "raw-body replay: read the body", views.SyncView.replayable_bytes
     )
@@ -167,17 +174,19 @@ def instrument(clock: Clock) -> None:
     views.ProductItemView.dispatch = clock.wrap("DRF view dispatch", views.ProductItemView.dispatch)
     for module, name, label in [
         (service, "request_problems", "duplicate-key check"),
-        (service, "sync_paused", "sync service: pause switch"),
+        (attempt, "sync_paused", "sync service: pause switch"),
         (idempotency, "claim_or_stored", "sync service: idempotency claim"),
-        (service, "resolve", "sync service: resolve keys (Python)"),
-        (service, "changes", "sync service: changes and history rows (Python)"),
+        (attempt, "resolve", "sync service: resolve keys (Python)"),
+        (writes, "changes", "sync service: changes and history rows (Python)"),
         (sync.audit, "record", "sync service: audit row (ORM)"),
-        (service, "bulk_update_rows", "bulk update (Python)"),
-        (service, "bulk_insert_rows", "bulk insert (Python)"),
-        (service, "pending_close_for_synced", "pending keys (Python)"),
-        (service, "pending_record", "pending keys (Python)"),
+        (writes, "bulk_update_rows", "bulk update (Python)"),
+        (writes, "bulk_insert_rows", "bulk insert (Python)"),
+        (writes, "pending_close_for_synced", "pending keys (Python)"),
+        (writes, "pending_record", "pending keys (Python)"),
     ]:
         setattr(module, name, clock.wrap(label, getattr(module, name)))
+    if attempt is not writes:  # a single item's unknown key, recorded before it is refused
+        attempt.pending_record = clock.wrap("pending keys (Python)", attempt.pending_record)
     core.bulk._copy = clock.wrap(
         "SQL COPY (into a temporary table, or history rows)", core.bulk._copy
     )

@@ -100,7 +100,7 @@ RESERVED = "stock/reserved.py"
 ALLOCATION_PY = "stock/allocation.py"
 LEVELS = "stock/levels.py"
 LEVEL_STATEMENTS = "stock/level_statements.py"
-SYNC_SERVICE = "sync/service.py"
+SYNC_APPLY = "sync/apply.py"
 PLACEMENT_PY = "orders/placement.py"
 SERVICES = "orders/services.py"
 STATES = "orders/states.py"
@@ -152,7 +152,7 @@ PLANTS: tuple[Plant, ...] = (
         "a dry run consumes",
         (
             Substitution(
-                SYNC_SERVICE,
+                SYNC_APPLY,
                 "    found = _report(request, resolution)\n    request.audit(\n"
                 "        SyncAudit.Outcome.DRY_RUN,\n",
                 "    found = _report(request, resolution)\n"
@@ -172,7 +172,7 @@ PLANTS: tuple[Plant, ...] = (
         "a stale item consumes",
         (
             Substitution(
-                SYNC_SERVICE,
+                SYNC_APPLY,
                 "    return {warehouse_id: [row[0] for _, row in found.applied]}\n",
                 "    return {warehouse_id: [row[0] for _, row in resolution.matched]}\n",
             ),

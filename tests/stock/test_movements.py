@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import stock.level_statements
-import sync.service
+import sync.apply
 from catalog.models import PendingProduct, Product, SyncAudit
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
@@ -391,7 +391,7 @@ def test_after_a_large_batch_the_figures_are_the_sums(
         tables.append(table)
         return stock.level_statements.levels_from_table(cursor, table, **kwargs)
 
-    monkeypatch.setattr(sync.service, "levels_from_table", levels_from_table)
+    monkeypatch.setattr(sync.apply, "levels_from_table", levels_from_table)
     products = [ProductFactory(shop_quantity=10) for _ in range(64)]
     _mix(shop_client, api_client, tmp_path, products, big=56)
     assert len(tables) == 1
