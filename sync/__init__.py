@@ -12,6 +12,7 @@
 - `audit`: the one recorder of every outcome's audit row;
 - `pause`: the pause switch.
 
-Pending keys are recorded and resolved by `sync.pending`; the catalogue import is
+Pending keys are resolved by `sync.pending` (a product that answers them, staff, an import)
+and recorded and closed by a sync through `sync.pending_sync`; the catalogue import is
 `sync.imports`.
 """

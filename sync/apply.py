@@ -29,7 +29,7 @@ from stock.reservations import reservations_consume
 from sync.call import SyncResult
 from sync.changes import changes, field_changes, report
 from sync.history import HISTORY_FIELDS, history_from_table, history_moves, history_rows
-from sync.pending import pending_close_for_synced, pending_record
+from sync.pending_sync import pending_close_for_synced, pending_record
 from sync.resolve import Resolution
 from sync.rows import VALUES, reads_location
 from sync.warehouses import later_levels, merged_items

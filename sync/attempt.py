@@ -20,7 +20,7 @@ from sync import audit, idempotency
 from sync.apply import sync_apply, sync_dry_run
 from sync.call import ItemsRefused, SyncCall, SyncResult
 from sync.pause import PAUSED_MESSAGE, sync_paused
-from sync.pending import pending_record
+from sync.pending_sync import pending_record
 from sync.resolve import Resolution, resolve
 from sync.rows import read_fields, reads_location
 from sync.rules import unresolved_problem

@@ -330,8 +330,8 @@ class TestSyncClosesPendingKeys:
     ):
         # Every way of finding the open keys: reading them all, or asking by stock code (many
         # open keys, or few stock codes in the sync).
-        monkeypatch.setattr("sync.pending.OPEN_SCAN_LIMIT", scan_limit)
-        monkeypatch.setattr("sync.pending.FEW_CODES", few_codes)
+        monkeypatch.setattr("sync.pending_sync.OPEN_SCAN_LIMIT", scan_limit)
+        monkeypatch.setattr("sync.pending_sync.FEW_CODES", few_codes)
         PendingProductFactory(stock_code="OTHER-1")
         first = ProductFactory(stock_code="AM-1", ean="8590000000103")
         ProductFactory(stock_code="AM-1", ean="8590000000110")

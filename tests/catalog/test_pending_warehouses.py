@@ -21,13 +21,8 @@ from stock.levels import levels_set
 from stock.models import StockLevel, StockMovement, Warehouse
 from stock.movements import Source
 from stock.warehouses import warehouse_save
-from sync.pending import (
-    _json_text,
-    pending_close_for_synced,
-    pending_create_products,
-    pending_record,
-    pending_resolve_for_products,
-)
+from sync.pending import pending_create_products, pending_resolve_for_products
+from sync.pending_sync import _json_text, pending_close_for_synced, pending_record
 from tests.factories import PendingProductFactory, ProductFactory
 
 pytestmark = pytest.mark.django_db
