@@ -28,7 +28,7 @@ from orders.states import (
     reported_targets,
     status_change_allowed,
 )
-from stock.admin import ReservationOfOrderInline, allocations_display
+from stock.admin.order_page import ReservationOfOrderInline, allocations_display
 from stock.models import Reservation
 
 PartnerStatus = Order.PartnerStatus

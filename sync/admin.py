@@ -20,26 +20,24 @@ from catalog.models import PendingProduct, Product, ProductHistory, SyncAudit, S
 from core.admin import ReadOnlyInline, ReadOnlyInlinesMixin
 from core.display import DecimalInput, admin_decimal, local_time
 from core.text import NO_NUL_PATTERN
-from stock.admin import (
+from stock.admin.product_page import (
     MOVEMENTS_ON_PAGE,
+    product_levels_table,
+    product_movements_table,
+)
+from stock.admin.shared import (
     ReadOnlyAdmin,
     admin_link,
     audit_label,
     changelist_url,
-    product_levels_table,
     product_link,
-    product_movements_table,
     reservation_cause_display,
 )
 from stock.levels import levels_set
 from stock.models import Reservation, StockMovement
 from stock.movements import Source
 from sync.pause import sync_pause_set
-from sync.pending import (
-    pending_create_products,
-    pending_dismiss,
-    pending_resolve_for_products,
-)
+from sync.pending import pending_create_products, pending_dismiss, pending_resolve_for_products
 
 admin.site.site_header = "Stock synchronization back-office"
 admin.site.site_title = "Stock synchronization"
