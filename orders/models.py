@@ -188,7 +188,7 @@ class Shipment(models.Model):
 
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="shipments")
     # The partner system's own id of the parcel (not this row's primary key).
-    shipment_id = models.CharField(max_length=SHIPMENT_ID_MAX_LENGTH)
+    shipment_id = models.CharField("shipment ID", max_length=SHIPMENT_ID_MAX_LENGTH)
     # The code of the warehouse it left from, as the partner system said it (checked against
     # the stored warehouses when recorded); null: not said. Text, not a foreign key: the
     # parcel's record stays whatever becomes of the warehouse.

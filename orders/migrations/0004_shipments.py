@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                         auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
                     ),
                 ),
-                ("shipment_id", models.CharField(max_length=64)),
+                ("shipment_id", models.CharField(max_length=64, verbose_name="shipment ID")),
                 ("warehouse", models.CharField(blank=True, max_length=32, null=True)),
                 ("shipped_at", models.DateTimeField()),
                 ("delivered_at", models.DateTimeField(blank=True, null=True)),
