@@ -1,4 +1,4 @@
-"""The stock on a product's page (`ProductAdmin`, in `sync.admin`): its level in each
+"""The stock on a product's page (`ProductAdmin`, in `sync.admin.products`): its level in each
 warehouse and its newest movements."""
 
 from django.utils.html import format_html, format_html_join

@@ -36,9 +36,9 @@ ALLOWED = {
     ("sync/pending.py", "product.shop_quantity = Product.objects.values_list('shop_quantity'"),
     # The admin's new product: the figure entered is kept aside and the row is inserted with
     # the default 0, so that levels_set alone writes the figure (as a staff edit) ...
-    ("sync/admin.py", "quantity, obj.shop_quantity = (obj.shop_quantity, 0)"),
+    ("sync/admin/products.py", "quantity, obj.shop_quantity = (obj.shop_quantity, 0)"),
     # ... and the object the admin goes on with shows it again.
-    ("sync/admin.py", "obj.shop_quantity = quantity"),
+    ("sync/admin/products.py", "obj.shop_quantity = quantity"),
 }
 
 
