@@ -12,8 +12,10 @@ which its figures count them (stock_booked_at), reports shipped, delivered and c
 pushes stock documents of absolute levels, per warehouse (`push --warehouse`) or with every
 warehouse's rows in one document. Once it posts its documents before it acknowledges (the
 acknowledgement then consumes the reservations at once); some chunks are sent twice and two
-documents arrive in the wrong order. Everything goes through a proxy that loses about 5 % of
-the answers after the service has given them.
+documents arrive in the wrong order. At the end of the day an order whose line no warehouse
+holds whole, taken from two of them, leaves in two parcels, one per warehouse (`orders ship`),
+and is delivered; its Order record is read after each step. Everything goes through a proxy
+that loses about 5 % of the answers after the service has given them.
 
 At the end every order is in the state the partner system last reported (or the shop's
 cancellation), none is lost or doubled, every level holds the partner system's final figure,
@@ -469,6 +471,7 @@ def test_a_day_in_the_shop(service, tmp_path):
 
         # The end of the day: the partner system's last figures, every warehouse in one.
         erp.push(erp.document())
+        _ship_a_split_order(service, erp, shop)
         dropped, requests = proxy.dropped, proxy.requests
 
     _check_the_day(service, erp, shop, opening)
@@ -479,6 +482,207 @@ def test_a_day_in_the_shop(service, tmp_path):
         f"answer: {shop.replays} (retries {shop.retries}); connector runs: {dict(erp.commands)}"
     )
     assert dropped > 0, "the proxy lost no answer"
+
+
+def _ship_a_split_order(service, erp: PartnerSystem, shop: Storefront) -> None:
+    """An order whose first line no warehouse holds whole, taken from the central store and
+    the near branch, leaves in two parcels, one per warehouse, sent by the connector's `orders
+    ship` (one CSV with the first parcel, then one with both: the first is a repeat), and is
+    then delivered (the same rows with delivered_at). Its products and order number stand
+    apart from the day's, whose figures it leaves alone; shipments change no stock."""
+    service.django(
+        "from decimal import Decimal\n"
+        "from catalog.models import Product\n"
+        "Product.objects.bulk_create([Product(stock_code=code, ean='', status='active', "
+        "shop_quantity=0, safety_buffer=0, catalog_price=Decimal('100'), "
+        "eshop_price=Decimal('90')) for code in ('PARCEL-A', 'PARCEL-B')])\n"
+    )
+    document = erp.workdir / "parcels-stock.json"
+    levels = [("PARCEL-A", "CENTRAL", 2), ("PARCEL-A", "BRANCH-N", 3), ("PARCEL-B", "BRANCH-N", 1)]
+    document.write_text(
+        json.dumps(
+            {
+                "number": "ST-PARCELS",
+                "type": "adjustment",
+                "state": "posted",
+                "posted_at": erp.tick(),
+                "rows": [
+                    {
+                        "stock_code": code,
+                        "warehouse": warehouse,
+                        "status": "active",
+                        "shop_quantity": units,
+                        "catalog_price": 100,
+                        "eshop_price": 90,
+                    }
+                    for code, warehouse, units in levels
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    erp.push(str(document))
+    lines = [("PARCEL-A", 4), ("PARCEL-B", 1)]
+    body = {
+        "order_number": "PARCELS-1",
+        "customer": {"name": "Customer Parcels", "email": "c@example.com"},
+        "items": [
+            {
+                "stock_code": code,
+                "name": f"Tyre {code}",
+                "quantity": quantity,
+                "unit_price": 10.0,
+                "total": 10.0 * quantity,
+            }
+            for code, quantity in lines
+        ],
+        "subtotal": 50.0,
+        "vat_total": 10.5,
+        "total": 60.5,
+    }
+    status, placed, _ = shop._call("/api/v1/shop/orders", body, "PARCELS-1")
+    assert status in (200, 201), placed
+    order_id = placed["order_id"]
+
+    # The partner system pulls it: the first line is split across two warehouses.
+    inbox = erp.workdir / "parcels-inbox"
+    erp.connector("orders", "pull", "--out", str(inbox))
+    pulled = next(
+        record
+        for path in inbox.iterdir()
+        if (record := json.loads(path.read_text(encoding="utf-8")))["order_id"] == order_id
+    )
+    assert [item["allocations"] for item in pulled["items"]] == [
+        [{"warehouse": "CENTRAL", "quantity": 2}, {"warehouse": "BRANCH-N", "quantity": 2}],
+        [{"warehouse": "BRANCH-N", "quantity": 1}],
+    ], pulled
+    ack = erp.write_csv(
+        "parcels-ack.csv",
+        ["order_id", "partner_reference", "stock_booked_at"],
+        [[order_id, f"FA-{order_id}", erp.tick()]],
+    )
+    erp.connector("orders", "ack", ack)
+    stock_before = _parcel_levels(service)
+
+    # One parcel per warehouse: what the central store holds of line 0, then the near
+    # branch's part of line 0 and all of line 1.
+    central = ["PPL-1", "CENTRAL", erp.tick(), "PPL", "PPL-1", "https://t.example/PPL-1"]
+    branch = ["GLS-2", "BRANCH-N", erp.tick(), "GLS", "GLS-2", ""]
+    header = [
+        "order_id",
+        "shipment_id",
+        "line",
+        "quantity",
+        "warehouse",
+        "shipped_at",
+        "delivered_at",
+        "carrier",
+        "tracking_number",
+        "tracking_url",
+    ]
+
+    def rows(delivered: dict[str, str]) -> list[list]:
+        return [
+            [
+                order_id,
+                shipment_id,
+                line,
+                units,
+                warehouse,
+                shipped_at,
+                delivered.get(shipment_id, ""),
+                *tracking,
+            ]
+            for (shipment_id, warehouse, shipped_at, *tracking), parts in (
+                (central, [(0, 2)]),
+                (branch, [(0, 2), (1, 1)]),
+            )
+            for line, units in parts
+        ]
+
+    erp.connector("orders", "ship", erp.write_csv("parcels-1.csv", header, rows({})[:1]))
+    record = _shop_order(service, order_id)
+    assert record["status"] == "partially_shipped", record
+    assert [item["shipped"] for item in record["items"]] == [2, 0]
+    assert _parcels(record) == [("PPL-1", "CENTRAL", [(0, 2)], _at(central[2]), None)]
+    assert (record["carrier"], record["tracking_number"], record["tracking_url"]) == (
+        "PPL",
+        "PPL-1",
+        "https://t.example/PPL-1",
+    )
+    assert _same_time(record["status_changed_at"], central[2])
+
+    # Both parcels: the first is a repeat, the second completes the order.
+    erp.connector("orders", "ship", erp.write_csv("parcels-2.csv", header, rows({})))
+    record = _shop_order(service, order_id)
+    assert record["status"] == "shipped", record
+    assert [item["shipped"] for item in record["items"]] == [4, 1]
+    assert _parcels(record) == [
+        ("PPL-1", "CENTRAL", [(0, 2)], _at(central[2]), None),
+        ("GLS-2", "BRANCH-N", [(0, 2), (1, 1)], _at(branch[2]), None),
+    ]
+    # The order's tracking is the latest parcel's that carries each field.
+    assert (record["carrier"], record["tracking_number"], record["tracking_url"]) == (
+        "GLS",
+        "GLS-2",
+        "https://t.example/PPL-1",
+    )
+    assert _same_time(record["status_changed_at"], branch[2])
+
+    # Delivered: the same rows again, with the delivery times.
+    delivered = {"PPL-1": erp.tick(), "GLS-2": erp.tick()}
+    erp.connector("orders", "ship", erp.write_csv("parcels-3.csv", header, rows(delivered)))
+    record = _shop_order(service, order_id)
+    assert record["status"] == "delivered", record
+    assert [item["shipped"] for item in record["items"]] == [4, 1]
+    assert _parcels(record) == [
+        ("PPL-1", "CENTRAL", [(0, 2)], _at(central[2]), _at(delivered["PPL-1"])),
+        ("GLS-2", "BRANCH-N", [(0, 2), (1, 1)], _at(branch[2]), _at(delivered["GLS-2"])),
+    ]
+    assert _same_time(record["status_changed_at"], delivered["GLS-2"])
+    # Shipments change no stock: the levels and their reservations are as before.
+    assert _parcel_levels(service) == stock_before
+
+
+def _shop_order(service, order_id: int) -> dict:
+    request = urllib.request.Request(
+        f"{service.base_url}/api/v1/shop/orders/{order_id}",
+        headers={"X-API-Key": service.shop_key},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def _at(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _same_time(shown: str | None, sent: str) -> bool:
+    return _at(shown) == _at(sent)
+
+
+def _parcels(record: dict) -> list[tuple]:
+    """Each shipment of an Order record: id, warehouse, (line, units), shipped_at and
+    delivered_at (as moments, whatever their spelling)."""
+    return [
+        (
+            parcel["shipment_id"],
+            parcel["warehouse"],
+            sorted((entry["line"], entry["quantity"]) for entry in parcel["lines"]),
+            _at(parcel["shipped_at"]),
+            _at(parcel["delivered_at"]),
+        )
+        for parcel in record["shipments"]
+    ]
+
+
+def _parcel_levels(service) -> list[tuple]:
+    return service.query(
+        "SELECT p.stock_code, w.code, l.quantity, l.reserved, p.shop_quantity, p.reserved "
+        "FROM stock_stocklevel l JOIN catalog_product p ON p.id = l.product_id "
+        "JOIN stock_warehouse w ON w.id = l.warehouse_id WHERE p.stock_code LIKE 'PARCEL-%%' "
+        "ORDER BY 1, 2"
+    )
 
 
 def _check_the_day(service, erp: PartnerSystem, shop: Storefront, opening: dict) -> None:
