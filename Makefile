@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install run test lint format bench bench-quick bench-http bench-shop bench-size profile-sync throughput
+.PHONY: install run test lint format bench bench-quick bench-http bench-floor bench-shop bench-size profile-sync throughput
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,7 @@ bench: install
 bench-quick: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/run.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --quick
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/floor.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py --seconds 5 --clients 2 --workers 2
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py --quick --own-server
@@ -52,6 +53,11 @@ bench-quick: install
 bench-http: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --workers 2
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/over_http.py --workers 5
+
+## The connector's batches against a floor served over HTTP too, on a database of its own (the
+## name of BENCH_DATABASE_URL's with _floor, dropped and re-created).
+bench-floor: install
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/floor.py
 
 profile-sync: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/profile_sync.py

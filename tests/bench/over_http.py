@@ -112,7 +112,11 @@ class Server:
 
 
 @contextmanager
-def gunicorn(env: dict[str, str], key: str, *, workers: int | None = None) -> Iterator[Server]:
+def gunicorn(
+    env: dict[str, str], key: str, *, workers: int | None = None, app: str = WSGI_APP
+) -> Iterator[Server]:
+    """`app` (a WSGI module, or module:callable) served with `gunicorn.conf.py` on a free port;
+    yields once it answers GET /healthz and its workers have booted."""
     port = free_port()
     env = {**env, "PORT": str(port), "GUNICORN_BIND": f"127.0.0.1:{port}"}
     if workers:
@@ -121,7 +125,7 @@ def gunicorn(env: dict[str, str], key: str, *, workers: int | None = None) -> It
     log_path.parent.mkdir(exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", WSGI_APP],
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", app],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -286,16 +290,25 @@ class HttpBench:
                 )
 
     def alternate(
-        self, name: str, bodies: Callable[[int], bytes], service: Callable[[bytes], None], *, target
+        self,
+        name: str,
+        bodies: Callable[[int], bytes],
+        service: Callable[[bytes], None],
+        *,
+        target,
+        floor: Callable[[bytes], None] | None = None,
     ) -> None:
-        """Rounds of floor and service on the same body; the order swaps every round."""
+        """Rounds of floor and service on the same body; the order swaps every round.
+
+        `floor` is the floor's work for a body (`self.floor.batch` unless given)."""
         floor_times, service_times = [], []
+        floor = floor or self.floor.batch
         self.floor.vacuum()
         for i in range(-2, self.runs):  # two warm-up rounds
             body = bodies(i)
             gc.collect()
             pair = [
-                ("floor", functools.partial(self.floor.batch, body)),
+                ("floor", functools.partial(floor, body)),
                 ("service", functools.partial(service, body)),
             ]
             if i % 2:
@@ -471,13 +484,23 @@ def fmt(value: float) -> str:
 
 
 def report(bench: HttpBench, fresh_kb: int, steady_kb: int) -> None:
+    print_rows(bench.rows)
+    print(
+        f"peak memory one {bench.size}-item batch adds to a fresh worker (VmHWM - VmRSS): "
+        f"{fresh_kb / 1e3:.1f} MB" + ("" if bench.quick else f" (target <= {MEMORY_TARGET_MB} MB)")
+    )
+    print(f"the same in a worker that has served the run: {steady_kb / 1e3:.1f} MB")
+
+
+def print_rows(rows: list[Row]) -> None:
+    """Each scenario's medians and p95s, the ratios to the floor, and its target if any."""
     print()
     header = (
         f"{'scenario':52} {'median':>10} {'p95':>10} {'floor med':>10} {'floor p95':>10} "
         f"{'x floor':>8} {'x p95':>6} {'target':>7}"
     )
     print(header)
-    for row in bench.rows:
+    for row in rows:
         median, tail = statistics.median(row.service), p95(row.service)
         cells = [f"{row.name:52}", f"{fmt(median):>10}", f"{fmt(tail):>10}"]
         if row.floor:
@@ -492,11 +515,18 @@ def report(bench: HttpBench, fresh_kb: int, steady_kb: int) -> None:
                 f"{'' if row.target is None else f'<= {row.target}':>7} {met}",
             ]
         print(" ".join(cells).rstrip())
-    print(
-        f"peak memory one {bench.size}-item batch adds to a fresh worker (VmHWM - VmRSS): "
-        f"{fresh_kb / 1e3:.1f} MB" + ("" if bench.quick else f" (target <= {MEMORY_TARGET_MB} MB)")
-    )
-    print(f"the same in a worker that has served the run: {steady_kb / 1e3:.1f} MB")
+
+
+def service_env(url: str) -> dict[str, str]:
+    """The service's environment under gunicorn: production settings on the database `url`."""
+    return {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_SECRET_KEY": "bench-" + "x" * 60,
+        "DJANGO_DEBUG": "false",
+        # The production level: one log line per request.
+        "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "INFO"),
+    }
 
 
 def main() -> None:
@@ -525,14 +555,7 @@ def main() -> None:
     floor = Floor(url)
     floor.create_table()
 
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DJANGO_SECRET_KEY": "bench-" + "x" * 60,
-        "DJANGO_DEBUG": "false",
-        # The production level: one log line per request.
-        "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "INFO"),
-    }
+    env = service_env(url)
     try:
         with gunicorn(env, key, workers=args.workers) as server:
             workers = len(server.workers())

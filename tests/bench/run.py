@@ -84,6 +84,29 @@ def batch_body(
     return json.dumps(body).encode()
 
 
+SPREAD_CODES = ("MAIN", "BENCH-B1", "BENCH-B2")
+
+
+def spread_body(
+    size: int, quantity: int, *, request_id: str, posted_at: str | None = None
+) -> bytes:
+    """A batch of `size` items: a third of the products, each once per warehouse
+    (`SPREAD_CODES`), all fields populated (their values agree), every level moving with
+    `quantity`; with `posted_at`, the document's time in its `sync_context`."""
+    products = size // len(SPREAD_CODES)
+    items = []
+    for i in range(products):
+        base = full_item(i, 0)
+        for n, code in enumerate(SPREAD_CODES):
+            items.append({**base, "shop_quantity": quantity + n + i % 3, "warehouse": code})
+    context = {"source_type": "stock_receipt", "source_ref": request_id}
+    if posted_at:
+        context["posted_at"] = posted_at
+    return json.dumps(
+        {"products": items, "request_id": request_id, "sync_context": context}
+    ).encode()
+
+
 def measure(
     func: Callable[[int], None],
     runs: int,
@@ -423,24 +446,10 @@ class Bench:
         return timings
 
     # -- several warehouses ----------------------------------------------------------------
-    SPREAD_CODES = ("MAIN", "BENCH-B1", "BENCH-B2")
+    SPREAD_CODES = SPREAD_CODES
 
     def spread_body(self, quantity: int, *, request_id: str) -> bytes:
-        """A batch of `size` items: a third of the products, each once per warehouse, all
-        fields populated (their values agree), every level moving with `quantity`."""
-        products = self.size // len(self.SPREAD_CODES)
-        items = []
-        for i in range(products):
-            base = full_item(i, 0)
-            for n, code in enumerate(self.SPREAD_CODES):
-                items.append({**base, "shop_quantity": quantity + n + i % 3, "warehouse": code})
-        return json.dumps(
-            {
-                "products": items,
-                "request_id": request_id,
-                "sync_context": {"source_type": "stock_receipt", "source_ref": request_id},
-            }
-        ).encode()
+        return spread_body(self.size, quantity, request_id=request_id)
 
     def floor_spread(self, body: bytes) -> None:
         """What PostgreSQL needs to write the same rows: the items copied into a temporary
