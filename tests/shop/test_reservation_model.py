@@ -46,6 +46,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
@@ -87,8 +88,16 @@ DEFAULT_BUFFER = 1
 OPEN, CONSUMED, RELEASED = "open", "consumed", "released"
 PENDING, ACKNOWLEDGED, CANCELLED = "pending_partner", "acknowledged", "cancelled"
 NEW, SHIPPED, DELIVERED = "new", "shipped", "delivered"
-# What the partner system may report, from each status (decisions.md's table).
-TRANSITIONS = {NEW: {SHIPPED, CANCELLED}, SHIPPED: {DELIVERED}, DELIVERED: set(), CANCELLED: set()}
+PARTIALLY_SHIPPED = "partially_shipped"
+# What the partner system may report, from each status (decisions.md's table): a partially
+# shipped order moves on only by its shipments.
+TRANSITIONS = {
+    NEW: {SHIPPED, CANCELLED},
+    PARTIALLY_SHIPPED: set(),
+    SHIPPED: {DELIVERED},
+    DELIVERED: set(),
+    CANCELLED: set(),
+}
 
 # The default run: these seeds, each for EXAMPLES examples of up to STEPS steps. Chosen and
 # checked with tests/mutations/plant.py --model (docs/TESTING.md): together they catch every
@@ -148,6 +157,17 @@ class ModelProduct:
 
 
 @dataclass
+class ModelShipment:
+    """A parcel of an order: where it left from (None: not said), the units of each line (by
+    its index), when, and when it was delivered."""
+
+    warehouse: str | None
+    lines: dict[int, int]
+    shipped_at: datetime
+    delivered_at: datetime | None = None
+
+
+@dataclass
 class ModelOrder:
     pk: int
     number: str
@@ -164,6 +184,33 @@ class ModelOrder:
     status: str = NEW
     reference: str | None = None
     booked_at: datetime | None = None
+    # By shipment_id, in the order recorded (their shipped_at grows with it).
+    shipments: dict[str, ModelShipment] = field(default_factory=dict)
+
+    def shipped(self) -> list[int]:
+        """The units of each line in the order's shipments."""
+        return [
+            sum(parcel.lines.get(index, 0) for parcel in self.shipments.values())
+            for index in range(len(self.lines))
+        ]
+
+    def follow_shipments(self) -> None:
+        """The order's move by its shipments (decisions.md, "What the order shows"): part of
+        its units shipped, every unit, every parcel delivered. An order the status operation
+        moved to shipped stays so until every parcel is delivered."""
+        every_unit = all(
+            shipped >= ordered
+            for shipped, ordered in zip(self.shipped(), self.lines.values(), strict=True)
+        )
+        target = SHIPPED if every_unit else PARTIALLY_SHIPPED
+        if self.status == NEW or (self.status == PARTIALLY_SHIPPED and target == SHIPPED):
+            self.status = target
+        if (
+            every_unit
+            and self.status == SHIPPED
+            and all(parcel.delivered_at for parcel in self.shipments.values())
+        ):
+            self.status = DELIVERED
 
     def allocations(self) -> list[list[dict]]:
         """Each line's allocations as the Order record shows them: where its units were taken,
@@ -1138,6 +1185,27 @@ class ReservationMachine(RuleBasedStateMachine):
     def _check_record(self, order: ModelOrder, record: dict) -> None:
         """An Order record's lines say where their units were taken, as the model took them."""
         assert [line["allocations"] for line in record["items"]] == order.allocations(), record
+        # And what left in parcels: each line's units, each parcel as the model recorded it.
+        assert [line["shipped"] for line in record["items"]] == order.shipped(), record
+        assert [
+            (
+                parcel["shipment_id"],
+                parcel["warehouse"],
+                sorted((entry["line"], entry["quantity"]) for entry in parcel["lines"]),
+                parse_datetime(parcel["shipped_at"]),
+                parcel["delivered_at"] and parse_datetime(parcel["delivered_at"]),
+            )
+            for parcel in record["shipments"]
+        ] == [
+            (
+                shipment_id,
+                parcel.warehouse,
+                sorted(parcel.lines.items()),
+                parcel.shipped_at,
+                parcel.delivered_at,
+            )
+            for shipment_id, parcel in order.shipments.items()
+        ], record
 
     # -- what must hold after every step --------------------------------------------------------
 

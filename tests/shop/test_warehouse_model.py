@@ -14,12 +14,17 @@ machine:
 - the warehouses' priorities are drawn per example (ties are frequent: then the code decides,
   by code point: "DROP" < "MAIN" < "east");
 - the warehouse that stops selling leaves the sums at once and takes no more units; its open
-  reservations stay open, are consumed by its levels' syncs and released by cancellations.
+  reservations stay open, are consumed by its levels' syncs and released by cancellations;
+- orders leave in parcels (decisions.md, "# Shipments"): some units of some lines, more than
+  remain (409 `over`), every unit that remains, a parcel sent again (200) or another parcel
+  under its id (409), parcels of orders that take none (409); the model counts each line's
+  shipped units and moves the status (`partially_shipped`, `shipped`, `delivered`).
 
 After every step, besides the single-warehouse checks: each level's quantity, reserved units
 and document time, each product's sums, document time and price, the stock query's
-`warehouses`, each reservation (one per part of a line, pinned to its warehouse) and each order
-item's `allocations` are the model's.
+`warehouses`, each reservation (one per part of a line, pinned to its warehouse), each order
+item's `allocations` and `shipped`, each order's `shipments` and status are the model's:
+shipments change no stock.
 
 The default run is a fixed set of seeds (`SEEDS`, chosen with `tests/mutations/plant.py
 --model`, docs/TESTING.md); `MODEL_TEST_SEEDS` and `MODEL_TEST_RUNS` work as for the
@@ -41,14 +46,21 @@ import stock.reservations
 from stock.warehouses import warehouse_save
 from tests.factories import ProductFactory, set_level
 from tests.shop.test_reservation_model import (
+    ACKNOWLEDGED,
+    CANCELLED,
     DEFAULT_BUFFER,
+    DELIVERED,
     ITEM,
+    PARTIALLY_SHIPPED,
+    PENDING,
     PRICES,
     SEEN,
     SYNC,
     THRESHOLD,
     ModelLevel,
+    ModelOrder,
     ModelProduct,
+    ModelShipment,
     ModelWarehouse,
     ReservationMachine,
     SentItem,
@@ -66,6 +78,9 @@ pytestmark = pytest.mark.django_db
 SEEDS = tuple(int(n) for n in os.environ.get("MODEL_TEST_SEEDS", "2,3,6").split(","))
 EXAMPLES = 12
 STEPS = 30
+
+# The statuses that take no new parcel (a repeat of one it has is still answered).
+FINAL = (DELIVERED, CANCELLED)
 
 # The warehouses beside the default one: code, name, lead time in days.
 OTHERS = (("DROP", "Supplier drop-ship", 5), ("east", "East branch", 1))
@@ -227,6 +242,176 @@ class WarehouseMachine(ReservationMachine):
         _seen("sync elsewhere")
         self._send_sync(ITEM, body, dry_run=False, items=[sent], posted_at=posted_at)
 
+    # -- shipments ----------------------------------------------------------------------------
+
+    @precondition(lambda self: any(o.state == ACKNOWLEDGED for o in self.model.orders))
+    @rule(data=st.data())
+    def ship(self, data):
+        """One to three parcels of an order (mostly one the partner system acknowledged and
+        that still takes parcels): some units of some of its lines, now and then more than
+        remain, or every unit that remains; or a parcel it recorded sent again, the same (its
+        delivery kept, given or cleared) or another one under its id; and, when the order is
+        then partially shipped, now and then its last units at once. Shipments move the
+        order's status and change no stock (the invariants check both)."""
+        theirs = [o for o in self.model.orders if o.state == ACKNOWLEDGED]
+        # Mostly one that still takes parcels.
+        open_ = [o for o in theirs if o.status not in FINAL]
+        pick = data.draw(st.integers(0, 5), label="which order")
+        if pick == 0:
+            order = data.draw(st.sampled_from(self.model.orders), label="order")
+        elif pick == 1 or not open_:
+            order = data.draw(st.sampled_from(theirs), label="order")
+        else:
+            order = data.draw(st.sampled_from(open_), label="order")
+        for _ in range(data.draw(st.integers(1, 3), label="parcels")):
+            kinds = ["new", "new", "repeat", "conflict"] if order.shipments else ["new"]
+            self._send_parcel(data, order, data.draw(st.sampled_from(kinds), label="parcel"))
+        if (
+            order.state == ACKNOWLEDGED
+            and order.status == PARTIALLY_SHIPPED
+            and data.draw(st.booleans(), label="then the rest")
+        ):
+            # The order's second parcel at once: its last units.
+            self._send_parcel(data, order, "rest")
+
+    @precondition(lambda self: any(o.shipments for o in self.model.orders))
+    @rule(data=st.data())
+    def ship_again(self, data):
+        """A parcel an order has, sent again: the same (a retry: its delivery kept, given or
+        cleared) or another parcel under its id."""
+        order = data.draw(
+            st.sampled_from([o for o in self.model.orders if o.shipments]), label="order"
+        )
+        kind = data.draw(st.sampled_from(["repeat", "conflict"]), label="parcel")
+        self._send_parcel(data, order, kind)
+
+    def _send_parcel(self, data, order: ModelOrder, kind: str) -> None:
+        """Send a parcel of the order: "new" (some units of some lines, now and then more than
+        remain, or every unit that remains), "rest" (every unit that remains), "repeat" (a
+        parcel it has, its delivery kept, given or cleared) or "conflict" (a parcel it has,
+        with another warehouse or one more unit of a line)."""
+        warehouses = [None, "", *(w.code for w in self.model.warehouses)]
+        if kind in ("new", "rest"):
+            shipment_id = self._next("PARCEL")
+            remaining = [
+                ordered - shipped
+                for ordered, shipped in zip(order.lines.values(), order.shipped(), strict=True)
+            ]
+            if any(remaining) and (kind == "rest" or data.draw(st.booleans(), label="the rest")):
+                # Every unit that remains: the parcel completes the order.
+                lines = {index: units for index, units in enumerate(remaining) if units}
+            else:
+                indexes = data.draw(
+                    st.lists(st.sampled_from(range(len(order.lines))), min_size=1, unique=True),
+                    label="lines",
+                )
+                # One more than remains, now and then: more than was ordered.
+                lines = {
+                    index: data.draw(st.integers(1, remaining[index] + 1), label="quantity")
+                    for index in indexes
+                }
+            warehouse = data.draw(st.sampled_from(warehouses), label="warehouse")
+            shipped_at = self.start - timedelta(hours=1) + timedelta(seconds=self.counter)
+            body = {"shipment_id": shipment_id, "shipped_at": _iso(shipped_at)}
+            delivered_at = None
+            if data.draw(st.booleans(), label="delivered"):
+                delivered_at = shipped_at + timedelta(minutes=1)
+                body["delivered_at"] = _iso(delivered_at)
+        else:
+            shipment_id = data.draw(st.sampled_from(sorted(order.shipments)), label="shipment")
+            parcel = order.shipments[shipment_id]
+            shipped_at = parcel.shipped_at
+            lines = dict(parcel.lines)
+            # Not said: absent, null or "".
+            spellings = [None, ""] if parcel.warehouse is None else [parcel.warehouse]
+            warehouse = data.draw(st.sampled_from(spellings), label="warehouse")
+            body = {"shipment_id": shipment_id}
+            delivered_at = parcel.delivered_at
+            delivery = data.draw(st.sampled_from(["keep", "deliver", "clear"]), label="delivery")
+            if delivery == "deliver":
+                delivered_at = parcel.shipped_at + timedelta(minutes=2)
+                body["delivered_at"] = _iso(delivered_at)
+            elif delivery == "clear":
+                delivered_at = body["delivered_at"] = None
+            if kind == "conflict":
+                other = [code for code in warehouses if code and code != parcel.warehouse]
+                if data.draw(st.booleans(), label="another warehouse"):
+                    warehouse = data.draw(st.sampled_from(other), label="warehouse")
+                else:
+                    line = data.draw(st.sampled_from(sorted(lines)), label="line")
+                    lines[line] += 1
+        if warehouse is not None or data.draw(st.booleans(), label="warehouse null"):
+            body["warehouse"] = warehouse
+        body["lines"] = [
+            {"line": index, "quantity": quantity}
+            for index, quantity in data.draw(
+                st.permutations(list(lines.items())), label="order of lines"
+            )
+        ]
+        response = self.partner.post(
+            f"/api/v1/partner/orders/{order.pk}/shipments", body, format="json"
+        )
+        parcel = ModelShipment(warehouse or None, lines, shipped_at, delivered_at)
+        self._shipment_answered(order, kind, shipment_id, parcel, response)
+
+    def _shipment_answered(
+        self, order: ModelOrder, kind: str, shipment_id: str, parcel: ModelShipment, response
+    ) -> None:
+        """What the service answered a parcel, against the model; the model follows."""
+        answer = response.json()
+        if order.state == CANCELLED:
+            _seen("ship cancelled by the shop")
+            assert response.status_code == 409, answer
+            assert answer["status"] == CANCELLED
+            return
+        if order.state == PENDING:
+            _seen("ship pending")
+            assert response.status_code == 409, answer
+            assert answer["partner_sync_status"] == PENDING
+            return
+        if kind == "repeat":
+            _seen(f"ship repeat {order.status}")
+            assert response.status_code == 200, answer
+            assert response["Idempotent-Replayed"] == "true"
+            order.shipments[shipment_id].delivered_at = parcel.delivered_at
+            order.follow_shipments()
+            self._check_record(order, answer)
+            assert answer["status"] == order.status
+            return
+        if order.status in FINAL:
+            _seen(f"ship {order.status}")
+            assert response.status_code == 409, answer
+            assert answer["status"] == order.status
+            return
+        if kind == "conflict":
+            _seen("ship conflict")
+            assert response.status_code == 409, answer
+            assert answer["shipment_id"] == shipment_id
+            return
+        shipped = order.shipped()
+        over = [
+            {
+                "line": index,
+                "ordered": list(order.lines.values())[index],
+                "shipped": shipped[index],
+                "requested": quantity,
+            }
+            for index, quantity in sorted(parcel.lines.items())
+            if shipped[index] + quantity > list(order.lines.values())[index]
+        ]
+        if over:
+            _seen("ship over")
+            assert response.status_code == 409, answer
+            assert answer["over"] == over
+            return
+        assert response.status_code == 201, answer
+        before = order.status
+        order.shipments[shipment_id] = parcel
+        order.follow_shipments()
+        _seen(f"ship {before} -> {order.status}")
+        self._check_record(order, answer)
+        assert answer["status"] == order.status
+
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.usefixtures("shrink_budget")
@@ -236,7 +421,8 @@ def test_the_reservations_follow_the_model_over_three_warehouses(seed):
     _run(WarehouseMachine, seed=seed, examples=EXAMPLES, steps=STEPS)
     print(f"seed {seed}: {dict(sorted(SEEN.items()))}")
     # The run did what it is for: orders placed and refused, lines split across warehouses,
-    # levels applied without their prices, stale documents, a warehouse that stopped selling.
+    # levels applied without their prices, stale documents, a warehouse that stopped selling,
+    # parcels over what remained.
     for seen in (
         "place placed",
         "place short",
@@ -244,8 +430,15 @@ def test_the_reservations_follow_the_model_over_three_warehouses(seed):
         "sync level only",
         "sync stale 1+",
         "warehouse stops selling",
+        "ship over",
     ):
         assert SEEN[seen], (seen, SEEN)
+    # And a parcel that completed an order it moved (from new or partially shipped).
+    assert any(
+        SEEN[f"ship {before} -> {after}"]
+        for before in ("new", "partially_shipped")
+        for after in ("shipped", "delivered")
+    ), SEEN
 
 
 @pytest.mark.skipif(
