@@ -432,7 +432,8 @@ def main() -> None:
         products = size // len(SPREAD_CODES)
         spread_items = products * len(SPREAD_CODES)
         post(None)(spread_body(size, 1, request_id="FLOOR-W-FIRST", posted_at=bench.posted_at()))
-        copy_new_levels(url, floor_url)
+        if copy_new_levels(url, floor_url) != products * (len(SPREAD_CODES) - 1):
+            raise SystemExit("the branches' levels were not made as expected")
         spread = {
             q: spread_body(
                 size, 1000 + q, request_id=f"FLOOR-W-{q + 2:04d}", posted_at=bench.posted_at()
