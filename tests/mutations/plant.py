@@ -57,6 +57,10 @@ WAREHOUSES = "tests/shop/test_warehouses.py"
 CONSUMED_AT_ACKNOWLEDGEMENT = "tests/shop/test_consumed_at_acknowledgement.py"
 TAKEN_BESIDE_RESERVATIONS = "tests/shop/test_taken_beside_reservations.py"
 SYNC_SEVERAL_WAREHOUSES = "tests/shop/test_sync_several_warehouses.py"
+SHIPMENTS = "tests/orders/test_shipments.py"
+SHIPMENTS_CONCURRENCY = "tests/orders/test_shipments_concurrency.py"
+SHIPMENTS_RACES = "tests/orders/test_shipments_races.py"
+SHIP = "tests/connector/test_ship.py"
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class Plant:
     sqlite: tuple[str, ...]
     # Test files run on PostgreSQL too (a bug that only shows there).
     postgres: tuple[str, ...] = ()
-    # The bug's number in the table of 19 (variants of one bug share it).
+    # The bug's number in the table of 21 (variants of one bug share it).
     bug: int = 0
 
     def __post_init__(self):
@@ -104,6 +108,7 @@ SYNC_APPLY = "sync/apply.py"
 PLACEMENT_PY = "orders/placement.py"
 SERVICES = "orders/services.py"
 STATES = "orders/states.py"
+SHIPMENTS_PY = "orders/shipments.py"
 
 PLANTS: tuple[Plant, ...] = (
     Plant(
@@ -426,8 +431,33 @@ PLANTS: tuple[Plant, ...] = (
         (),
         (SYNC_SEVERAL_WAREHOUSES, MODEL_WAREHOUSES),
     ),
+    Plant(
+        "20",
+        "shipments read the order without locking its row (concurrent ones ship too many units)",
+        (
+            Substitution(
+                SHIPMENTS_PY,
+                "        order = Order.objects.select_for_update().filter(pk=order_id).first()\n",
+                "        order = Order.objects.filter(pk=order_id).first()\n",
+            ),
+        ),
+        (),
+        (SHIPMENTS_CONCURRENCY, SHIPMENTS_RACES),
+    ),
+    Plant(
+        "21",
+        "a shipment that completes the order leaves it partially_shipped",
+        (
+            Substitution(
+                SHIPMENTS_PY,
+                "    target = OrderStatus.SHIPPED if every_unit else OrderStatus.PARTIALLY_SHIPPED\n",
+                "    target = OrderStatus.PARTIALLY_SHIPPED\n",
+            ),
+        ),
+        (SHIPMENTS, SHIP, MODEL_WAREHOUSES),
+    ),
 )
-BUGS = 19
+BUGS = 21
 
 
 class PatternGone(Exception):
