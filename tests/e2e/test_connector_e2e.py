@@ -319,31 +319,54 @@ def test_a_dry_run_push_changes_nothing_and_prints_its_changes(service, tmp_path
 # ------------------------------------------------------------------------------
 # What a user who gets something wrong is told (and that the CLI runs from anywhere)
 # ------------------------------------------------------------------------------
-def test_a_semicolon_csv_with_a_misspelt_column_and_no_posted_at_is_synced_with_warnings(
-    service, tmp_path
-):
-    seed_products(service, prefix="SC", count=2)
+def _semicolon_document(tmp_path, extra_column: str):
     path = tmp_path / "ISS-E2E-SEMI.csv"
     path.write_text(
         "\ufeffdocument_number;document_type;document_state;stock_code;status;shop_quantity;"
-        "catalog_price;eshop_price;seasn;name\n"
+        f"catalog_price;eshop_price;{extra_column};name\n"
         "ISS-E2E-SEMI;issue;posted;SC-00000;active;6;100;90;winter;Grip, 205\n"
         'ISS-E2E-SEMI;issue;posted;SC-00001;active;7;100;90;summer;"Alpine; 225"\n',
         encoding="utf-8",
     )
+    return path
 
-    done = service.connector("push", str(path))
+
+def test_a_semicolon_csv_with_an_unknown_column_and_no_posted_at_is_synced_with_warnings(
+    service, tmp_path
+):
+    seed_products(service, prefix="SC", count=2)
+
+    done = service.connector("push", str(_semicolon_document(tmp_path, "colour")))
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Document ISS-E2E-SEMI (issue, 2 rows, 1 chunk): synced" in done.stdout
     warnings = " ".join(done.stderr.split())
     assert warnings.count("warning: ") == 2
-    assert "'seasn' (did you mean 'season'?)" in warnings
+    assert "not sent: 'colour'" in warnings
     assert "carries no posted_at" in warnings and "back on sale" in warnings
     assert service.query(
         "SELECT stock_code, shop_quantity, name, season FROM catalog_product "
         "WHERE stock_code LIKE 'SC-%%' ORDER BY stock_code"
     ) == [("SC-00000", 6, "Grip, 205", None), ("SC-00001", 7, "Alpine; 225", None)]
+
+
+def test_a_semicolon_csv_with_a_misspelt_column_is_refused_and_nothing_is_sent(service, tmp_path):
+    seed_products(service, prefix="MS", count=2)
+    path = tmp_path / "ISS-E2E-SEMI.csv"
+    path.write_text(
+        _semicolon_document(tmp_path, "seasn").read_text(encoding="utf-8").replace("SC-", "MS-"),
+        encoding="utf-8",
+    )
+
+    done = service.connector("push", str(path))
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "'seasn' is not a field: did you mean 'season'?" in done.stderr
+    assert "nothing was sent" in done.stderr
+    assert service.query(
+        "SELECT stock_code, shop_quantity FROM catalog_product "
+        "WHERE stock_code LIKE 'MS-%%' ORDER BY stock_code"
+    ) == [("MS-00000", 0), ("MS-00001", 0)]
 
 
 def test_posted_at_given_on_the_command_line_is_stored(service, tmp_path):
