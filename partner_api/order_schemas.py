@@ -391,14 +391,18 @@ class ShipmentLineRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    line: Annotated[JsonInteger, Field(ge=0, le=_INT_MAX)] = Field(
+    line: JsonInteger = Field(
+        ge=0,
+        le=_INT_MAX,
         description=(
             "The index of the order's item in the Order record's `items` (0 for the first); a "
             "JSON integer."
-        )
+        ),
     )
-    quantity: Annotated[JsonInteger, Field(ge=1, le=_INT_MAX)] = Field(
-        description="Units of that line in the parcel; a JSON integer, at least 1."
+    quantity: JsonInteger = Field(
+        ge=1,
+        le=_INT_MAX,
+        description="Units of that line in the parcel; a JSON integer, at least 1.",
     )
 
     @field_validator("line")

@@ -55,7 +55,9 @@ def member_problems(
     ):
         for index, item in enumerate(products):
             members.sort_out(item, ITEM_MEMBERS, ("products", index))
-    return members.problems, sorted(members.ignored)
+    # A NUL in a name is answered and kept as U+FFFD: PostgreSQL's text and jsonb (the audit
+    # row, a replay's stored answer) cannot hold it.
+    return members.problems, sorted({name.replace("\x00", "\ufffd") for name in members.ignored})
 
 
 class _Members:

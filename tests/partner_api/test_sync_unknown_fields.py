@@ -337,3 +337,28 @@ def test_member_problems_reads_nothing_but_dicts():
     problems, ignored = member_problems({"products": "x", "prodcts": []}, single=False)
     assert [p.loc for p in problems] == [("prodcts",)]
     assert ignored == []
+
+
+def test_a_nul_in_an_ignored_name_is_answered_and_kept_as_the_replacement_character(
+    api_client, tyre
+):
+    # PostgreSQL's text and jsonb cannot hold NUL: the audit row and the stored answer of an
+    # applied call, and the audit row of a refused one, must still be written.
+    body = {"products": [item("T", ean="E", **{"col\u0000our": "red"})], "request_id": "R-NUL"}
+
+    first = post_sync(api_client, body)
+    again = post_sync(api_client, body)
+
+    assert first.status_code == 200, first.json()
+    assert first.json()["ignored_fields"] == ["col\ufffdour"]
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    refused = post_sync(
+        api_client, {"products": [item("T", ean="E", shop_quantity="x", **{"\u0000": 1})]}
+    )
+    assert refused.status_code == 400
+    assert list(SyncAudit.objects.order_by("pk").values_list("ignored_fields", flat=True)) == [
+        ["col\ufffdour"],
+        ["col\ufffdour"],
+        ["\ufffd"],
+    ]
