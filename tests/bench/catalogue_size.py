@@ -324,10 +324,11 @@ def history(conn, shape: Shape) -> None:
         f"{shape.audits:,} audit rows",
         "INSERT INTO catalog_syncaudit (id, created_at, api_key_name, endpoint, request_id, "
         "source_type, source_ref, note, actor, posted_at, products_received, products_updated, "
-        "unknown_products, stale_products, outcome, status_code, duration_ms, error_summary) "
+        "unknown_products, stale_products, outcome, status_code, duration_ms, error_summary, "
+        "ignored_fields) "
         f"SELECT %(audit_base)s + a, t, 'erp-connector', 'products_sync', 'RCPT-' || a, "
         "'stock_receipt', 'PR-' || a, NULL, NULL, t - interval '2 minutes', 700 + a %% 50, "
-        "700 + a %% 50, 0, 0, 'applied', 200, 250 + a %% 100, '' "
+        "700 + a %% 50, 0, 0, 'applied', 200, 250 + a %% 100, '', '[]' "
         f"FROM generate_series(1, {shape.audits}) a, "
         "LATERAL (SELECT %(start)s::timestamptz "
         f"+ make_interval(secs => (a - 1) * {HISTORY_PER_AUDIT} * {step_seconds!r})) AS x(t)",
