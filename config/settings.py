@@ -31,6 +31,19 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
 
 
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None or value.strip() == "":
@@ -217,6 +230,19 @@ DEFAULT_WAREHOUSE = os.environ.get("DEFAULT_WAREHOUSE", "").strip() or "MAIN"
 if STOCK_SAFETY_BUFFER < 0:
     raise ImproperlyConfigured(f"STOCK_SAFETY_BUFFER must be 0 or more, got {STOCK_SAFETY_BUFFER}")
 IDEMPOTENCY_RETENTION_HOURS = env_int("IDEMPOTENCY_RETENTION_HOURS", 24)
+
+# Full snapshots (docs/API.md, "Full snapshots"): how long one stays open, and the guard that
+# holds a commit which looks wrong until a person confirms the absent count.
+SNAPSHOT_TTL_HOURS = env_int("SNAPSHOT_TTL_HOURS", 24)
+SNAPSHOT_MAX_ABSENT_SHARE = env_float("SNAPSHOT_MAX_ABSENT_SHARE", 0.1)
+SNAPSHOT_ABSENT_ALLOWED = env_int("SNAPSHOT_ABSENT_ALLOWED", 0)
+SNAPSHOT_MAX_SHRINK = env_float("SNAPSHOT_MAX_SHRINK", 0.2)
+for _name in ("SNAPSHOT_TTL_HOURS", "SNAPSHOT_ABSENT_ALLOWED"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 or more, got {globals()[_name]}")
+for _name in ("SNAPSHOT_MAX_ABSENT_SHARE", "SNAPSHOT_MAX_SHRINK"):
+    if not 0 <= globals()[_name] <= 1:
+        raise ImproperlyConfigured(f"{_name} must be between 0 and 1, got {globals()[_name]}")
 
 # ------------------------------------------------------------------------------
 # Metrics (GET /metrics, see monitoring/): 404 while unset, a bearer token when set

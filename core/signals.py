@@ -25,6 +25,10 @@ order_status_changed = Signal()
 # One shipment call was answered: result ("recorded", "repeated", "conflict": refused with 409).
 shipment_recorded = Signal()
 
+# A full snapshot changed state: outcome ("committed", "held", "expired", "abandoned"), zeroed
+# (the levels a commit set to 0; 0 for the other outcomes).
+snapshot_recorded = Signal()
+
 
 def send_at_commit(signal: Signal, **kwargs) -> None:
     """Send `signal` once the current transaction commits (at once outside a transaction): a

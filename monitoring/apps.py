@@ -22,3 +22,4 @@ class MonitoringConfig(AppConfig):
             metrics.record_order_status_change, dispatch_uid="order-status-metrics"
         )
         signals.shipment_recorded.connect(metrics.record_shipment, dispatch_uid="shipment-metrics")
+        signals.snapshot_recorded.connect(metrics.record_snapshot, dispatch_uid="snapshot-metrics")

@@ -29,6 +29,8 @@ PLACEMENT_RESULTS = ("created", "replayed", "short", "refused")
 SHIPMENT_RESULTS = ("recorded", "repeated", "conflict")
 # Who changes what became of an order, and to what (the states table's statuses).
 STATUS_CHANGE_ACTORS = (Actor.SHOP.value, Actor.PARTNER.value, Actor.STAFF.value)
+# What became of a full snapshot (a commit held, a commit, its expiry, its abandonment).
+SNAPSHOT_OUTCOMES = ("committed", "held", "expired", "abandoned")
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 # A sync of 5000 items takes about a second; the buckets reach well past the gunicorn timeout's
@@ -89,6 +91,17 @@ SHIPMENTS = Counter(
     ("result",),
     registry=REGISTRY,
 )
+SNAPSHOTS = Counter(
+    f"{PREFIX}_snapshots",
+    "Full snapshots by outcome: committed, held (a commit the guard held), expired, abandoned.",
+    ("outcome",),
+    registry=REGISTRY,
+)
+SNAPSHOT_ABSENT_ZEROED = Counter(
+    f"{PREFIX}_snapshot_absent_zeroed",
+    "Levels set to 0 by committed full snapshots (the products they no longer listed).",
+    registry=REGISTRY,
+)
 HTTP_REQUESTS = Counter(
     f"{PREFIX}_http_requests",
     "HTTP requests by view, method and status.",
@@ -117,6 +130,8 @@ for _result in PLACEMENT_RESULTS:
     ORDERS_PLACED.labels(result=_result)
 for _result in SHIPMENT_RESULTS:
     SHIPMENTS.labels(result=_result)
+for _outcome in SNAPSHOT_OUTCOMES:
+    SNAPSHOTS.labels(outcome=_outcome)
 # Every status an order may move to (partially_shipped, shipped, delivered, cancelled).
 for _status in sorted({target for targets in STATUS_TRANSITIONS.values() for target in targets}):
     for _by in STATUS_CHANGE_ACTORS:
@@ -167,6 +182,14 @@ def record_shipment(sender=None, *, result: str, **signal) -> None:
     """Count one shipment call (`core.signals.shipment_recorded`): recorded, repeated or
     conflict."""
     SHIPMENTS.labels(result=result).inc()
+
+
+def record_snapshot(sender=None, *, outcome: str, zeroed: int = 0, **signal) -> None:
+    """Count what became of a full snapshot (`core.signals.snapshot_recorded`), and the levels
+    a commit zeroed."""
+    SNAPSHOTS.labels(outcome=outcome).inc()
+    if zeroed:
+        SNAPSHOT_ABSENT_ZEROED.inc(zeroed)
 
 
 def record_http_request(*, view: str, method: str, status: int, duration: float) -> None:

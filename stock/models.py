@@ -172,6 +172,7 @@ class StockMovement(models.Model):
         PARTNER_CANCELLATION = "partner_cancellation", "Partner cancellation"
         CONSUMPTION = "consumption", "Consumption"
         UNBOOKING = "unbooking", "Unbooking"
+        SNAPSHOT_ABSENT = "snapshot_absent", "Snapshot: absent"
 
     # No database-level foreign keys, as for the history: a sync writes thousands at once.
     # Indexed by product with the time (the product page's question), by time (the list of all
@@ -221,12 +222,28 @@ class StockMovement(models.Model):
     )
     order_number = models.CharField(max_length=128, blank=True, default="")
     staff_user = models.CharField(max_length=150, blank=True, default="")
+    # The full snapshot whose part or commit moved the figure (`StockSnapshot`), if any.
+    snapshot = models.ForeignKey(
+        "stock.StockSnapshot",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         ordering = ("-created_at", "-id")
         indexes = (
             models.Index(fields=("product", "-created_at"), name="stock_movement_product"),
+            # The levels a committed snapshot zeroed (its absent listing), by the key.
+            models.Index(
+                fields=("snapshot", "product"),
+                name="stock_movement_snapshot",
+                condition=models.Q(snapshot__isnull=False),
+            ),
             # A sync writes up to thousands at once, all of one call: the block ranges that hold
             # a call's movements are what its audit's page and the audit's purge look up.
             AppendOrderIndex(fields=("sync_audit",), name="stock_movement_sync_audit"),
@@ -234,3 +251,67 @@ class StockMovement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.product_id}@{self.warehouse_id} {self.kind} {self.before}→{self.after}"
+
+
+SNAPSHOT_ID_MAX_LENGTH = 64
+SNAPSHOT_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,64}\Z"
+
+
+class StockSnapshot(models.Model):
+    """A full snapshot: the partner system's whole stock of one warehouse as of one document
+    time, sent in parts; its commit sets to 0 the levels it did not name (the absent ones),
+    unless the guard holds it for a person to confirm the absent count."""
+
+    class State(models.TextChoices):
+        OPEN = "open", "Open"
+        HELD = "held", "Held"
+        COMMITTED = "committed", "Committed"
+        EXPIRED = "expired", "Expired"
+        ABANDONED = "abandoned", "Abandoned"
+
+    class HeldReason(models.TextChoices):
+        COUNT_MISMATCH = "count_mismatch", "Count mismatch"
+        TOO_MANY_ABSENT = "too_many_absent", "Too many absent"
+        SHRUNK = "shrunk", "Shrunk"
+
+    # The partner system's own id for this count, unique across the service.
+    snapshot_id = models.CharField(
+        max_length=SNAPSHOT_ID_MAX_LENGTH, unique=True, verbose_name="snapshot ID"
+    )
+    warehouse = models.ForeignKey(Warehouse, on_delete=models.PROTECT, related_name="snapshots")
+    posted_at = models.DateTimeField(verbose_name="document posted at")
+    declared_items = models.PositiveIntegerField()
+    received_items = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    opened_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    committed_at = models.DateTimeField(null=True, blank=True)
+    # Held: how many levels the commit would zero; committed: how many it zeroed.
+    absent = models.PositiveIntegerField(null=True, blank=True)
+    # Held: why (in the contract's order); committed: what a confirmation overrode.
+    held_reasons = models.JSONField(default=list, blank=True)
+    # Since when it is held (the alert's clock); null unless held.
+    held_at = models.DateTimeField(null=True, blank=True)
+    # The last change of state, and who made it (the API key's name or the staff user).
+    changed_at = models.DateTimeField(default=timezone.now)
+    changed_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ("-opened_at", "-id")
+        indexes = (
+            # The guard's `shrunk`: the last committed snapshot of a warehouse.
+            models.Index(
+                fields=("warehouse", "-committed_at"),
+                name="stock_snapshot_committed",
+                condition=models.Q(state="committed"),
+            ),
+            # Expiry and the alert: the snapshots still open or held.
+            models.Index(
+                fields=("expires_at",),
+                name="stock_snapshot_open",
+                condition=models.Q(state__in=("open", "held")),
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.snapshot_id} ({self.state})"

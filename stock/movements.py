@@ -31,6 +31,8 @@ class Source:
     order_id: int | None = None
     order_number: str = ""
     staff_user: str = ""
+    # The full snapshot (`StockSnapshot.pk`) whose part or commit moved the stock.
+    snapshot_pk: int | None = None
 
     def columns(self, now: datetime) -> dict:
         return {
@@ -41,6 +43,7 @@ class Source:
             "order": self.order_id,
             "order_number": self.order_number,
             "staff_user": self.staff_user,
+            "snapshot": self.snapshot_pk,
             "created_at": now,
         }
 
