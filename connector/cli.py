@@ -11,6 +11,9 @@ orders need a person (a conflict, an unknown order, a refused line); 2 the file 
 line is wrong (nothing was sent); 3 (pull) the service refused the poll; 4 not finished (no
 answer after every retry): run it again later, which is safe; 5 the key was refused.
 
+Exit status of `snapshot`: 0 committed, 6 the commit is held (a person confirms the absent
+count with --confirm-absent N), 2, 3, 4 and 5 as for `push`.
+
 `--help` of each command lists the columns it reads, its exit statuses and its environment
 variables; they are built from the same constants the reading uses.
 """
@@ -77,6 +80,14 @@ from connector.shipments import (
     orders_ship,
     parse_ship_file,
 )
+from connector.snapshot import (
+    PART_SIZE,
+    SnapshotStatus,
+    read_snapshot_file,
+    snapshot_id_problem,
+    snapshot_send,
+    spooled,
+)
 from connector.transport import HttpTransport, Transport
 
 EXIT_CODES = {
@@ -88,6 +99,14 @@ EXIT_CODES = {
 EXIT_USAGE = 2
 # The service refused the key (401 wrong, revoked or expired; 403 not a partner key).
 EXIT_KEY_REFUSED = 5
+# A snapshot's commit is held: a person checks the absent levels and confirms their number.
+EXIT_HELD = 6
+SNAPSHOT_EXIT_CODES = {
+    SnapshotStatus.COMMITTED: 0,
+    SnapshotStatus.HELD: EXIT_HELD,
+    SnapshotStatus.FAILED: 3,
+    SnapshotStatus.UNCHANGED: 4,
+}
 ORDER_EXIT_CODES = {
     Outcome.DONE: 0,
     Outcome.ATTENTION: 1,
@@ -179,6 +198,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "status: synced, partial, failed or unchanged. The whole document is checked before "
         "the first chunk is sent.",
     ),
+    "snapshot": (
+        "send a warehouse's whole stock: what the file does not name is set to 0",
+        "Send a stock document as a full snapshot of one warehouse: open it, send its rows in "
+        f"parts of {PART_SIZE}, commit it. The levels of the warehouse it does not name are set "
+        "to 0, unless the service holds the commit (a count that differs, too many absent "
+        "levels, a snapshot much smaller than the last): then it prints why and how many, and "
+        "--confirm-absent N commits it. Running it again resumes the same snapshot. The file is "
+        "a stock document as push reads it (push --help lists its columns).",
+    ),
     "orders": (
         "take the orders waiting for the partner system, acknowledge them, report them",
         "Pull pending orders into files; acknowledge them from a CSV; report what became "
@@ -239,6 +267,7 @@ EXIT_STATUSES: dict[str, list[tuple[int, str]]] = {
         ),
         (4, NO_ANSWER_LINE),
         (EXIT_KEY_REFUSED, KEY_REFUSED_LINE),
+        (EXIT_HELD, "snapshot: the commit is held; confirm the absent count with --confirm-absent"),
     ],
     "push": [
         (0, "synced: every row applied (or stale: a later document already set it)"),
@@ -254,6 +283,22 @@ EXIT_STATUSES: dict[str, list[tuple[int, str]]] = {
             "service replays the chunks it already applied)",
         ),
         (EXIT_KEY_REFUSED, "unchanged: " + KEY_REFUSED_LINE),
+    ],
+    "snapshot": [
+        (0, "committed (now, or by an earlier run)"),
+        (EXIT_USAGE, USAGE_LINE),
+        (
+            3,
+            "failed: the service refused a call (another snapshot under the id, an unknown "
+            "warehouse, an expired or abandoned snapshot); nothing more was sent",
+        ),
+        (4, NO_ANSWER_LINE),
+        (EXIT_KEY_REFUSED, KEY_REFUSED_LINE),
+        (
+            EXIT_HELD,
+            "held: nothing was zeroed; the reasons, the absent count and the first absent "
+            "levels are printed; check them, then run it again with --confirm-absent N",
+        ),
     ],
     "orders pull": [
         (0, "every pending order is in DIR"),
@@ -559,6 +604,28 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--status-file), and apply nothing",
     )
     _service_options(push)
+    snapshot = parsers["snapshot"]
+    snapshot.add_argument("file", help="stock document (.json or .csv), or - for standard input")
+    snapshot.add_argument("--format", choices=("json", "csv"), help="as for push")
+    snapshot.add_argument(
+        "--warehouse", metavar="CODE", required=True, help="the warehouse the snapshot is of"
+    )
+    snapshot.add_argument(
+        "--snapshot-id",
+        metavar="ID",
+        help="1 to 64 characters of A-Z a-z 0-9 . _ : - (default: the warehouse and a hash of "
+        "the file, the warehouse and posted_at, so running it again resumes the snapshot)",
+    )
+    snapshot.add_argument(
+        "--posted-at", metavar="DATETIME", help="as for push; a snapshot needs one"
+    )
+    snapshot.add_argument(
+        "--confirm-absent",
+        metavar="N",
+        type=int,
+        help="commit a held snapshot: N must be the absent count the held commit printed",
+    )
+    _service_options(snapshot)
     pull = parsers["orders pull"]
     pull.add_argument("--out", type=Path, required=True, help="folder for the order files")
     _size_option(
@@ -612,6 +679,8 @@ def main(
                 args, transport, io, usage, parse_ship_file, orders_ship, "ship", unit="parcel"
             )
         return _orders_ack(args, transport, io, usage)
+    if args.command == "snapshot":
+        return _snapshot(args, transport, io, usage)
     return _push(args, transport, io, usage)
 
 
@@ -742,6 +811,38 @@ def _push_document(args, document, transport: Transport, io: _IO) -> int:
     changes = changes_text(result.changes, table=stdout.isatty()) if args.dry_run else ""
     _report(args, stdout, result, changes)
     return EXIT_KEY_REFUSED if result.key_refused else EXIT_CODES[result.status]
+
+
+def _snapshot(args, transport: Transport, io: _IO, usage) -> int:
+    """The reading and the command line's checks, then connector.snapshot does the rest."""
+    warehouse = args.warehouse.strip()
+    if problem := warehouse_code_problem(warehouse):
+        return usage(f"--warehouse: {problem}.")
+    if args.snapshot_id is not None and (problem := snapshot_id_problem(args.snapshot_id)):
+        return usage(f"--snapshot-id: {problem}.")
+    if args.confirm_absent is not None and args.confirm_absent < 0:
+        return usage("--confirm-absent must be 0 or more.")
+    try:
+        with spooled(args.file, io.stdin, args.format) as (path, fmt):
+            source = read_snapshot_file(
+                path, fmt=fmt, warehouse=warehouse, posted_at=args.posted_at
+            )
+            for warning in source.document.warnings:
+                _warn(io.stderr, warning)
+            client = _client(args, transport, io, _report_retry(io.stderr, args.retries))
+            show = _show_progress(args, io.stderr, source.document.row_count > PART_SIZE)
+            with _progress(show, source.document.row_count, "snapshot", io.stderr) as advance:
+                result = snapshot_send(
+                    source,
+                    client=client,
+                    snapshot_id=args.snapshot_id,
+                    confirm_absent=args.confirm_absent,
+                    on_part=lambda part: advance(part.rows),
+                )
+    except DocumentInvalid as exc:
+        return usage(f"{args.file}: {exc}")
+    _report(args, io.stdout, result)
+    return EXIT_KEY_REFUSED if result.key_refused else SNAPSHOT_EXIT_CODES[result.status]
 
 
 def _warn(stderr: TextIO, text: str) -> None:
