@@ -217,10 +217,12 @@ def reservations_consume(
     request_id: str | None = None,
     posted_at: datetime | None = None,
     warehouse_id: int | None = None,
+    snapshot_pk: int | None = None,
 ) -> int:
     """A sync applied these (locked) products' levels in the warehouse (the default one) with
     figures from `document_time`: the open reservations pinned there and booked at or before it
-    are in those figures now. Returns how many."""
+    are in those figures now. Returns how many. `snapshot_pk`: the full snapshot whose part or
+    commit applied them, which the movements record."""
     applied = set(product_ids)
     if not applied:
         return 0
@@ -240,7 +242,11 @@ def reservations_consume(
     cause = f"in the partner system's figures of {document_time.isoformat()}"
     pks = [pk for pk, _ in consumed]
     source = Source(
-        Reason.CONSUMPTION, sync_audit_id=audit_id, request_id=request_id, posted_at=posted_at
+        Reason.CONSUMPTION,
+        sync_audit_id=audit_id,
+        request_id=request_id,
+        posted_at=posted_at,
+        snapshot_pk=snapshot_pk,
     )
     if connection.vendor == "postgresql":
         return _consume_subtracting(
