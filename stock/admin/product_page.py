@@ -85,9 +85,9 @@ def product_levels_table(product: Product) -> str:
 def product_movements_table(product: Product) -> str:
     """The product's newest movements, with a link to all of them (filterable by warehouse and
     reason)."""
-    movements = product.movements.select_related("warehouse", "sync_audit", "order").order_by(
-        "-created_at", "-id"
-    )
+    movements = product.movements.select_related(
+        "warehouse", "sync_audit", "order", "snapshot"
+    ).order_by("-created_at", "-id")
     rows = list(movements[:MOVEMENTS_ON_PAGE])
     if not rows:
         return "No movements recorded yet."

@@ -123,8 +123,8 @@ class StockMovementAdmin(ReadOnlyAdmin):
         "source",
     )
     list_filter = (ProductFilter, "warehouse", "reason", "kind")
-    search_fields = ("product__stock_code", "order_number", "request_id")
-    list_select_related = ("product", "warehouse", "sync_audit", "order")
+    search_fields = ("product__stock_code", "order_number", "request_id", "snapshot__snapshot_id")
+    list_select_related = ("product", "warehouse", "sync_audit", "order", "snapshot")
     ordering = ("-created_at", "-id")
     date_hierarchy = "created_at"
     fields = (
