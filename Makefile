@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: install run test lint format bench bench-quick bench-http bench-floor bench-shop bench-size profile-sync throughput
+.PHONY: install run test lint format bench bench-quick bench-http bench-floor bench-shop bench-size bench-snapshots profile-sync throughput
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,13 @@ profile-sync: install
 BENCH_SIZE_SERVER ?= --own-server
 bench-size: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py $(BENCH_SIZE_SERVER) $(BENCH_SIZE_ARGS)
+
+## Full snapshots: a 5000-item part against the same batch through operation 1, then the commit
+## of a 1,000,000-product warehouse that zeroes 50,000 levels (a database named after
+## BENCH_DATABASE_URL's with _warehouse, minutes to build, and its copy _commit) with shop
+## placements around it. BENCH_SNAPSHOTS_ARGS=--reuse keeps a warehouse already built.
+bench-snapshots: install
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/snapshots.py $(BENCH_SNAPSHOTS_ARGS)
 
 bench-shop: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/shop_http.py
