@@ -146,19 +146,26 @@ class SyncView(PartnerAPIView):
         after_response_sent(response, functools.partial(_release_body, request))
         return response
 
-    def sync(self, request) -> Response:
+    def sync(self, request, *, snapshot_id: str | None = None) -> Response:
+        """One sync call; `snapshot_id`: a full snapshot's part (its request_id required)."""
         dry_run, problems = query_problems(request.query_params)
         # With a query (a dry run, or a refused parameter) the bytes are not replayed.
         raw = None if request.query_params else self.replayable_bytes(request)
         bodies: list[SyncBody] = []
 
         def read_body() -> SyncBody:
-            body = self.read_body(request, problems, raw=raw)
+            body = self.read_body(request, problems, raw=raw, part=snapshot_id is not None)
             bodies.append(body)
             return body
 
         result = sync_call(
-            SyncInput(call=self.call_of(request), dry_run=dry_run, raw=raw, read_body=read_body)
+            SyncInput(
+                call=self.call_of(request),
+                dry_run=dry_run,
+                raw=raw,
+                read_body=read_body,
+                snapshot_id=snapshot_id,
+            )
         )
         note_request(request, request_id=result.request_id)
         response = answer(sync_body(result), replayed=result.replayed)
@@ -198,9 +205,12 @@ class SyncView(PartnerAPIView):
             return None  # the normal path refuses the media type
         return request.body
 
-    def read_body(self, request, problems: list[Problem], *, raw: bytes | None = None) -> SyncBody:
+    def read_body(
+        self, request, problems: list[Problem], *, raw: bytes | None = None, part: bool = False
+    ) -> SyncBody:
         """The body decoded and validated; `problems` (the query's) come first. `raw`: the
-        body's bytes, when known, which may show that none of its text holds a NUL."""
+        body's bytes, when known, which may show that none of its text holds a NUL. A full
+        snapshot's `part` must name its request_id."""
         if request.stream is None:
             # DRF reads an empty body as {} without asking a parser; it is not a JSON document.
             if request.content_type.split(";")[0].strip() != "application/json":
@@ -227,6 +237,14 @@ class SyncView(PartnerAPIView):
                 too_many = sync_limit_problem(received)
                 if too_many is not None:
                     problems.append(too_many.located("body"))
+            if part and data.get("request_id") is None:
+                problems.append(
+                    Problem(
+                        loc=("body", "request_id"),
+                        msg="Field required: a snapshot's part names its request_id",
+                        type="missing",
+                    )
+                )
             if DRY_RUN in data:
                 problems.append(
                     Problem(

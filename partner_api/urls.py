@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from partner_api import orders, plants, products, shop
+from partner_api import orders, plants, products, shop, snapshots
 
 app_name = "partner_api"
 
@@ -28,6 +28,31 @@ urlpatterns = [
         r"^v1/partner/orders/(?P<order_id>[^/]+)/shipments/?$",
         orders.OrderShipmentView.as_view(),
         name="orders-shipments",
+    ),
+    re_path(
+        r"^v1/partner/stock/snapshots/?$",
+        snapshots.SnapshotOpenView.as_view(),
+        name="stock-snapshots",
+    ),
+    re_path(
+        r"^v1/partner/stock/snapshots/(?P<snapshot_id>[^/]+)/?$",
+        snapshots.SnapshotDetailView.as_view(),
+        name="stock-snapshot",
+    ),
+    re_path(
+        r"^v1/partner/stock/snapshots/(?P<snapshot_id>[^/]+)/items/?$",
+        snapshots.SnapshotItemsView.as_view(),
+        name="stock-snapshot-items",
+    ),
+    re_path(
+        r"^v1/partner/stock/snapshots/(?P<snapshot_id>[^/]+)/commit/?$",
+        snapshots.SnapshotCommitView.as_view(),
+        name="stock-snapshot-commit",
+    ),
+    re_path(
+        r"^v1/partner/stock/snapshots/(?P<snapshot_id>[^/]+)/absent/?$",
+        snapshots.SnapshotAbsentView.as_view(),
+        name="stock-snapshot-absent",
     ),
     re_path(r"^v1/shop/stock/query/?$", shop.StockQueryView.as_view(), name="shop-stock-query"),
     re_path(r"^v1/shop/orders/?$", shop.ShopOrderListView.as_view(), name="shop-orders"),

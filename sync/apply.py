@@ -70,6 +70,7 @@ def sync_apply(request: ProductsSync, resolution: Resolution) -> SyncResult:
         sync_audit_id=audit_row.pk,
         request_id=request.request_id,
         posted_at=posted_at,
+        snapshot_pk=request.snapshot.pk if request.snapshot is not None else None,
     )
     one = request.warehouses.one
     if (
@@ -100,16 +101,24 @@ def sync_apply(request: ProductsSync, resolution: Resolution) -> SyncResult:
             warehouse_id=warehouse_id,
         )
     applied = [*found.applied, *found.levels_only]
+    # A snapshot's part: an item that names no warehouse is for the snapshot's.
+    named = request.snapshot.warehouse.code if request.snapshot is not None else None
     # Before recording this batch's own unresolved keys, which must stay open.
     pending_close_for_synced(
         applied=len(applied),
         matched=lambda: [
-            (item.ean, item.stock_code, row[0], item.warehouse) for item, row in applied if item.ean
+            (item.ean, item.stock_code, row[0], item.warehouse or named)
+            for item, row in applied
+            if item.ean
         ],
         now=now,
     )
     pending_record(
-        resolution.unresolved, request_id=request.request_id, now=now, posted_at=posted_at
+        resolution.unresolved,
+        request_id=request.request_id,
+        now=now,
+        posted_at=posted_at,
+        warehouse=named,
     )
     return replace(
         found.result(received=len(request.items), request_id=request.request_id),

@@ -16,6 +16,7 @@ from django.db import transaction
 from catalog.models import SyncAudit, SyncControl
 from catalog.schemas import ProductItem, SyncContext
 from core.problems import Problem
+from stock.models import StockSnapshot
 from sync import audit, idempotency
 from sync.apply import sync_apply, sync_dry_run
 from sync.call import ItemsRefused, SyncCall, SyncResult
@@ -24,6 +25,7 @@ from sync.pending_sync import pending_record
 from sync.resolve import Resolution, resolve
 from sync.rows import read_fields, reads_location
 from sync.rules import unresolved_problem
+from sync.snapshot_parts import SnapshotPartRefused, part_answered, part_lock, part_received
 from sync.warehouses import ItemWarehouses, conflicting_problems, groups_by_key, groups_by_product
 
 
@@ -42,6 +44,9 @@ class ProductsSync:
     # The warehouse each item's level is for.
     warehouses: ItemWarehouses = None  # type: ignore[assignment]
     now: Any = None
+    # A full snapshot's part: the snapshot (as found before the transaction), locked in it
+    # before the products (`sync.snapshot_parts`).
+    snapshot: StockSnapshot | None = None
 
     @property
     def request_id(self) -> str | None:
@@ -49,7 +54,10 @@ class ProductsSync:
 
     @property
     def posted_at(self):
-        """When the stock document was posted, if the request says so."""
+        """When the stock document was posted, if the request says so (a part: its
+        snapshot's)."""
+        if self.snapshot is not None:
+            return self.snapshot.posted_at
         return self.context.posted_at if self.context is not None else None
 
     def audit(self, outcome: str, **counts: int) -> SyncAudit:
@@ -76,6 +84,9 @@ def sync_attempt(request: ProductsSync) -> SyncResult | Problem:
         claim_id, replayed = _claim_or_replay(request)
         if replayed is not None:
             return replayed
+        # The snapshot row before the products (every writer of a snapshot locks so); a state
+        # that takes no part is answered once the items are found valid (400 before 409).
+        snapshot, refused = part_lock(request.snapshot, now=request.now)
         resolution = resolve(
             request.items,
             read=read_fields(dry_run=request.dry_run),
@@ -97,11 +108,17 @@ def sync_attempt(request: ProductsSync) -> SyncResult | Problem:
             )
             if conflicts:
                 raise ItemsRefused(conflicts, call=request.call)
+        if refused is not None:
+            raise SnapshotPartRefused(refused, call=request.call)
         if request.call.single and resolution.unresolved:
             return _unknown_single_item(request, resolution, claim_id=claim_id)
         if request.dry_run:
-            return sync_dry_run(request, resolution)
+            return part_answered(sync_dry_run(request, resolution), snapshot)
         result = sync_apply(request, resolution)
+        if snapshot is not None:
+            result = part_answered(
+                result, part_received(snapshot, len(request.items), now=request.now)
+            )
         if claim_id is not None:
             idempotency.keep_result(
                 claim_id,
@@ -117,7 +134,7 @@ def sync_attempt(request: ProductsSync) -> SyncResult | Problem:
 def _paused(request: ProductsSync, control: SyncControl) -> SyncResult:
     request.audit(SyncAudit.Outcome.PAUSED)
     reason = f" Reason: {control.reason}" if control.reason else ""
-    return SyncResult(
+    result = SyncResult(
         success=False,
         received=len(request.items),
         updated=0,
@@ -127,6 +144,7 @@ def _paused(request: ProductsSync, control: SyncControl) -> SyncResult:
         dry_run=request.dry_run,
         ignored_fields=list(request.call.ignored_fields),
     )
+    return part_answered(result, request.snapshot)
 
 
 def _claim_or_replay(request: ProductsSync) -> tuple[int | None, SyncResult | None]:

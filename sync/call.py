@@ -92,6 +92,8 @@ class SyncResult:
     changes: list[dict[str, Any]] = field(default_factory=list)
     # The names of the body's members the call ignored, sorted, each once.
     ignored_fields: list[str] = field(default_factory=list)
+    # A full snapshot's part: the snapshot record after it (`sync.snapshot_parts`).
+    snapshot: dict[str, Any] | None = None
 
     def stored(self) -> dict[str, Any]:
         """The result as it is kept for replay (the layout of the sync response)."""
@@ -105,6 +107,7 @@ class SyncResult:
             "unknown_keys": self.unknown_keys,
             "stale_keys": self.stale_keys,
             "ignored_fields": self.ignored_fields,
+            **({"snapshot": self.snapshot} if self.snapshot is not None else {}),
         }
 
     @classmethod
@@ -121,4 +124,5 @@ class SyncResult:
             unknown_keys=stored.get("unknown_keys", []),
             stale_keys=stored.get("stale_keys", []),
             ignored_fields=stored.get("ignored_fields", []),
+            snapshot=stored.get("snapshot"),
         )

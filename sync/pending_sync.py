@@ -269,7 +269,12 @@ _KEPT_FIELDS = (
 
 
 def pending_record(
-    unresolved: Sequence[tuple[Any, str]], *, request_id: str | None, now, posted_at=None
+    unresolved: Sequence[tuple[Any, str]],
+    *,
+    request_id: str | None,
+    now,
+    posted_at=None,
+    warehouse: str | None = None,
 ) -> None:
     """Record each key a sync could not resolve as an open pending key (a key seen before is
     counted again), one row per key in key order, to lock consistently, in one statement.
@@ -279,7 +284,8 @@ def pending_record(
     warehouse code, the default warehouse's when it names none): an item replaces its
     warehouse's unless that one holds a later document time; one sent without a time replaces.
     A call may name one key once per warehouse (`unresolved`: each item, as validated by the
-    sync, and why it is pending)."""
+    sync, and why it is pending). `warehouse`: the code an item that names none is for (a full
+    snapshot's; the default warehouse's when None)."""
     if not unresolved:
         return
     by_key: dict[tuple[str, str], list[tuple[Any, str]]] = defaultdict(list)
@@ -298,7 +304,7 @@ def pending_record(
                 PendingProduct.State.OPEN,
                 _json_text(_key_payload([payload for _, payload in items])),
                 posted_at,
-                _json_text(_kept_items(items, kept)),
+                _json_text(_kept_items(items, kept, warehouse)),
                 now,
                 now,
                 1,
@@ -326,15 +332,17 @@ def _key_payload(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _kept_items(
-    items: Sequence[tuple[Any, dict[str, Any]]], stored: dict[str, Any]
+    items: Sequence[tuple[Any, dict[str, Any]]], stored: dict[str, Any], warehouse: str | None
 ) -> dict[str, Any]:
     """The call's item (its key and level) for each warehouse, as
     `PendingProduct.warehouse_items` keeps them (`stored`: a `KeptItem.stored()` of the call,
     its time, request and when seen, which each item's level completes)."""
     kept = {}
     for item, payload in items:
-        code = item_warehouse_code(getattr(item, "warehouse", None))
+        code = item_warehouse_code(getattr(item, "warehouse", None) or warehouse)
         level = {name: payload[name] for name in _KEPT_FIELDS if name in payload}
+        if warehouse is not None and not payload.get("warehouse"):
+            level["warehouse"] = warehouse
         kept[code] = {**stored, "payload": level}
     return kept
 

@@ -20,8 +20,10 @@ from core.problems import Problem
 from core.retry import run_with_retry
 from sync import idempotency
 from sync.attempt import ProductsSync, sync_attempt
+from sync.audit import sync_context_columns
 from sync.call import ItemsRefused, RequestRefused, SyncCall, SyncClient, SyncResult
 from sync.rules import request_problems
+from sync.snapshot_parts import SnapshotPart, SnapshotPartMissing, posted_at_mismatch_problem
 from sync.warehouses import item_warehouses, refused_items_problems
 
 
@@ -62,6 +64,8 @@ class SyncInput:
     raw: bytes | None
     # Decodes and validates the body; raises when it is not JSON.
     read_body: Callable[[], SyncBody]
+    # A full snapshot's part: the snapshot's id (the path's); found once the body is read.
+    snapshot_id: str | None = None
 
 
 def sync_call(request: SyncInput) -> SyncResult:
@@ -71,7 +75,10 @@ def sync_call(request: SyncInput) -> SyncResult:
     items break a rule.
     """
     call = request.call
+    part = SnapshotPart(request.snapshot_id) if request.snapshot_id is not None else None
     raw_hash = idempotency.raw_body_hash(request.raw) if request.raw is not None else None
+    if part is not None:
+        raw_hash = part.raw_hash(raw_hash)
     if raw_hash is not None:
         # Before the body is parsed or validated: a replay costs hashing and one indexed query.
         replayed = idempotency.replay_by_raw_body(call, raw_hash=raw_hash)
@@ -85,39 +92,66 @@ def sync_call(request: SyncInput) -> SyncResult:
         received=body.received,
         ignored_fields=body.ignored_fields,
     )
-    if body.problems:
+    if part is not None:
+        part = part.found()
+    problems = body.problems
+    if part is not None and part.snapshot is not None and body.context is not None:
+        mismatch = posted_at_mismatch_problem(body.context.posted_at, part.snapshot)
+        if mismatch is not None:
+            problems = [*problems, mismatch.located("body")]
+    if problems:
         # A retry of an applied request is its original answer, even when the retry's spelling
         # (an EAN re-serialised as 4.006381333931e12) would be refused afresh. (Not for a dry
         # run, nor when the query itself is wrong: those are refused.)
         if (
             not request.dry_run
             and call.request_id is not None
-            and all(p.loc[:1] == ("body",) for p in body.problems)
+            and all(p.loc[:1] == ("body",) for p in problems)
         ):
-            replayed = idempotency.replay_of_applied(call, body_hash=body.hash(request.raw))
+            body_hash = body.hash(request.raw)
+            if part is not None:
+                body_hash = part.body_hash(body_hash)
+            replayed = idempotency.replay_of_applied(call, body_hash=body_hash)
             if replayed is not None:
                 return replayed
         # What the items' fields alone do not show (an unknown warehouse, a repeated key) is
         # listed in the same answer: one request, one round of problems.
-        found = refused_items_problems(body.data, single=call.single)
+        found = refused_items_problems(body.data, single=call.single, part=part)
         raise RequestRefused(
-            _in_order([*body.problems, *(problem.located("body") for problem in found)]),
+            _in_order([*problems, *(problem.located("body") for problem in found)]),
             call=call,
         )
     payload = body.payload
+    # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
+    body_hash = body.hash(request.raw) if payload.request_id is not None else None
+    if part is not None and body_hash is not None:
+        body_hash = part.body_hash(body_hash)
     return products_sync(
         items=payload.products if not call.single else [payload],
         request_id=payload.request_id,
         context=payload.sync_context,
         client=call.client,
         single=call.single,
-        # Only a request with a request_id can be replayed; hashing 3 MB costs otherwise.
-        body_hash=body.hash(request.raw) if payload.request_id is not None else None,
+        body_hash=body_hash,
         started=call.started,
         raw_body_hash=raw_hash if payload.request_id is not None else None,
         dry_run=request.dry_run,
         ignored_fields=body.ignored_fields,
+        part=part,
     )
+
+
+def _part_context(context: SyncContext | None, call: SyncCall, snapshot):
+    """A part's sync_context with the snapshot's document time (its posted_at is the
+    snapshot's or absent), and the call whose audit row names it."""
+    if snapshot is None:
+        return context, call
+    if context is None:
+        columns = {**sync_context_columns(None), "posted_at": snapshot.posted_at.isoformat()}
+        return None, replace(call, context=columns)
+    if context.posted_at is None:
+        context = context.model_copy(update={"posted_at": snapshot.posted_at})
+    return context, replace(call, context=context)
 
 
 def _in_order(problems: list[Problem]) -> list[Problem]:
@@ -147,6 +181,7 @@ def products_sync(
     raw_body_hash: str | None = None,
     dry_run: bool = False,
     ignored_fields: Sequence[str] = (),
+    part: SnapshotPart | None = None,
 ) -> SyncResult:
     """Apply absolute stock levels, prices and catalogue fields sent by the partner system.
 
@@ -160,6 +195,10 @@ def products_sync(
     A `dry_run` goes the same way and answers the same, plus the field changes the call would
     make, but writes nothing except its audit row. `ignored_fields`: the names of the request's
     members it ignores, kept with its answer and audit row.
+
+    A full snapshot's `part` (`sync.snapshot_parts`): its items are for the snapshot's
+    warehouse, its document time is the snapshot's; it is 404 when no snapshot has its id, 409
+    when the snapshot takes no part, once its items are found valid.
     """
     call = SyncCall(
         client,
@@ -170,7 +209,16 @@ def products_sync(
         received=len(items),
         ignored_fields=tuple(ignored_fields),
     )
-    warehouses, unknown_warehouses = item_warehouses(items, single=single)
+    snapshot = part.snapshot if part is not None else None
+    if part is not None:
+        context, call = _part_context(context, call, snapshot)
+    warehouses, unknown_warehouses = item_warehouses(
+        items,
+        single=single,
+        only=snapshot.warehouse if snapshot is not None else None,
+    )
+    if part is not None and snapshot is None:
+        unknown_warehouses = []  # no snapshot to name a warehouse: 404
     problems = request_problems(
         items, single=single, codes=None if warehouses.one else warehouses.codes
     )
@@ -179,7 +227,11 @@ def products_sync(
             raise ItemsRefused(problems, call=call)
         problems = sorted([*problems, *unknown_warehouses], key=lambda p: p.loc[1:2])
         raise ItemsRefused(problems, call=call)
-    request = ProductsSync(call, items, context, body_hash, raw_body_hash, dry_run, warehouses)
+    if part is not None and snapshot is None:
+        raise SnapshotPartMissing(part.snapshot_id, call=call)
+    request = ProductsSync(
+        call, items, context, body_hash, raw_body_hash, dry_run, warehouses, snapshot=snapshot
+    )
     result = run_with_retry(lambda: sync_attempt(replace(request, now=timezone.now())))
     if isinstance(result, Problem):
         # Raised only after the commit: the pending key must survive.

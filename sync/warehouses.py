@@ -22,6 +22,7 @@ from stock.levels import levels_later
 from stock.models import Warehouse
 from stock.warehouses import warehouses_by_code
 from sync.rules import duplicate_key_problems, sync_limit_problem, unknown_warehouse_problems
+from sync.snapshot_parts import SnapshotPart, warehouse_mismatch_problems
 
 _item_warehouse = operator.attrgetter("warehouse")
 # The product's fields an item carries: every value field but its level.
@@ -54,9 +55,14 @@ class ItemWarehouses:
 
 
 def item_warehouses(
-    items: Sequence[Any], *, single: bool = False
+    items: Sequence[Any], *, single: bool = False, only: Warehouse | None = None
 ) -> tuple[ItemWarehouses, list[Problem]]:
-    """Each item's warehouse, and a problem for each item that names no stored warehouse."""
+    """Each item's warehouse, and a problem for each item that names no stored warehouse.
+
+    `only`: a full snapshot's warehouse, which an item that names none is for; an item naming
+    any other code is a `warehouse_mismatch` (`sync.snapshot_parts`), stored or not."""
+    if only is not None:
+        return _items_of_one(items, only)
     default = settings.DEFAULT_WAREHOUSE
     named = list(map(_item_warehouse, items))
     if not any(named):
@@ -69,6 +75,16 @@ def item_warehouses(
     return ItemWarehouses(codes, stored), unknown_warehouse_problems(
         named, stored.keys(), single=single
     )
+
+
+def _items_of_one(items: Sequence[Any], warehouse: Warehouse) -> tuple[ItemWarehouses, list]:
+    """`item_warehouses` for a snapshot's part: every item is for `warehouse`."""
+    code = warehouse.code
+    named = list(map(_item_warehouse, items))
+    stored = {code: warehouse}
+    if not any(named) or set(named) <= {code, None, ""}:
+        return ItemWarehouses([code] * len(items), stored), []
+    return ItemWarehouses([code] * len(items), stored), warehouse_mismatch_problems(named, code)
 
 
 # One field of an item by ProductItem's rules for it alone (a number as its text, as there).
@@ -89,12 +105,16 @@ def _field(adapter: TypeAdapter, value: Any) -> tuple[bool, Any]:
         return False, None
 
 
-def refused_items_problems(data: Any, *, single: bool) -> list[Problem]:
+def refused_items_problems(
+    data: Any, *, single: bool, part: SnapshotPart | None = None
+) -> list[Problem]:
     """For a sync body refused by its fields' rules (`data`, parsed JSON), the problems those
     rules do not see: items that name no stored warehouse, and repeated keys (per warehouse).
     Each item's key and warehouse are read by their own fields' rules, whatever else is wrong
     with the item, so that one answer lists every problem (a field left out where it is
-    invalid: its own problem is listed already)."""
+    invalid: its own problem is listed already). A snapshot's `part`: an item naming another
+    warehouse than the snapshot's is a `warehouse_mismatch` (none is judged when no snapshot
+    has the part's id: that is a 404)."""
     if not isinstance(data, dict):
         return []
     items = [data] if single else data.get("products")
@@ -110,7 +130,13 @@ def refused_items_problems(data: Any, *, single: bool) -> list[Problem]:
         places.append(_Place(stock_code, ean, code))
         if code_valid and stock_code_valid and ean_valid:
             keyed.append(index)
-    warehouses, unknown = item_warehouses(places, single=single)
+    if part is not None:
+        only = part.snapshot.warehouse if part.snapshot is not None else Warehouse(code="")
+        warehouses, unknown = item_warehouses(places, only=only)
+        if part.snapshot is None:
+            unknown = []
+    else:
+        warehouses, unknown = item_warehouses(places, single=single)
     if single or len(keyed) < 2:
         return unknown
     duplicates = duplicate_key_problems(
