@@ -3,12 +3,13 @@ entry points people and systems use, and read back from the movements; then the 
 figures against their levels and the levels' reserved units against their reservations."""
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import transaction
 from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
@@ -20,6 +21,12 @@ from catalog.models import PendingProduct, Product, SyncAudit
 from orders.models import Order
 from orders.services import orders_clear_acknowledgement
 from stock.models import Reservation, StockLevel, StockMovement, Warehouse
+from stock.snapshots import (
+    snapshot_commit,
+    snapshot_open,
+    snapshot_part_lock,
+    snapshot_part_received,
+)
 from stock.warehouses import default_warehouse
 from sync.pending import pending_create_products
 from tests.factories import ProductFactory, full_item
@@ -291,6 +298,39 @@ def test_taking_an_acknowledgement_back_records_the_unbooking(shop_client, api_c
     assert (reservation.state, reservation.booked_at) == (Reservation.State.OPEN, None)
 
 
+def test_a_snapshot_commit_records_each_level_it_zeroes_with_the_snapshot(api_client, main):
+    named = ProductFactory(shop_quantity=10)
+    gone = ProductFactory(shop_quantity=4)
+    posted_at = _at(60)
+    snapshot, _ = snapshot_open(
+        snapshot_id="COUNT-1",
+        warehouse=main,
+        posted_at=datetime.fromisoformat(posted_at),
+        declared_items=1,
+    )
+    _sync(api_client, [_row(named, 10)], request_id="COUNT-1:part:1", posted_at=posted_at)
+    with transaction.atomic():
+        snapshot_part_received(snapshot_part_lock("COUNT-1"), 1)
+
+    # 1 of the 2 levels that hold stock is absent: more than the default share, so confirmed.
+    snapshot_commit("COUNT-1", confirm_absent=1)
+
+    move = _only(gone, Reason.SNAPSHOT_ABSENT, QUANTITY)
+    assert _figures(move) == (main.code, QUANTITY, 4, 0, Reason.SNAPSHOT_ABSENT)
+    assert (move.snapshot_id, move.posted_at.isoformat()) == (snapshot.pk, posted_at)
+    assert (move.sync_audit_id, move.request_id, move.order_id, move.staff_user) == (
+        None,
+        None,
+        None,
+        "",
+    )
+    assert not _moves(named, Reason.SNAPSHOT_ABSENT)
+    assert (
+        Product.objects.get(pk=gone.pk).shop_quantity,
+        StockLevel.objects.get(product=gone).quantity,
+    ) == (0, 0)
+
+
 def test_every_reason_is_tested_here():
     names = {
         Reason.SYNC: test_a_sync_records_the_level_it_sets_with_its_call,
@@ -308,6 +348,9 @@ def test_every_reason_is_tested_here():
         ),
         Reason.CONSUMPTION: test_consumption_by_a_sync_records_the_call,
         Reason.UNBOOKING: test_taking_an_acknowledgement_back_records_the_unbooking,
+        Reason.SNAPSHOT_ABSENT: (
+            test_a_snapshot_commit_records_each_level_it_zeroes_with_the_snapshot
+        ),
     }
     assert set(names) == set(Reason.values)
 
@@ -421,6 +464,13 @@ def test_the_admin_shows_every_reason_where_staff_look(shop_client, api_client, 
         },
     )
     assert added.status_code == 302
+    # A full snapshot of a depot that holds one product's units, naming none of them.
+    depot = Warehouse.objects.create(code="DEPOT", name="Depot", sells=False)
+    StockLevel.objects.create(product=products[0], warehouse=depot, quantity=2)
+    snapshot_open(
+        snapshot_id="DEPOT-COUNT", warehouse=depot, posted_at=timezone.now(), declared_items=0
+    )
+    snapshot_commit("DEPOT-COUNT", confirm_absent=1)
     changelist = reverse("admin:stock_stockmovement_changelist")
 
     for reason, label in Reason.choices:
