@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from catalog.models import PendingProduct, SyncAudit, SyncControl
 from monitoring.metrics import PREFIX
+from monitoring.selectors import snapshots_held_summary
 from orders.selectors import orders_waiting_summary
 from orders.states import PartnerStatus
 from stock.selectors import reservations_open_by_warehouse
@@ -25,10 +26,11 @@ ACCEPTED_OUTCOMES = (SyncAudit.Outcome.APPLIED, SyncAudit.Outcome.REPLAYED)
 
 
 class DatabaseGauges(Collector):
-    """Last accepted sync, open pending keys, waiting orders and their oldest age, the switch.
+    """Last accepted sync, open pending keys, waiting orders and their oldest age, the switch,
+    the open reservations, the held full snapshots and the oldest one's age.
 
-    Four small queries, each served by an index (audits by created_at, orders by the partner
-    poll's index). A database that does not answer leaves the gauges out of the scrape
+    Six small queries, each served by an index (audits by created_at, orders by the partner
+    poll's index, snapshots by the open and held ones'). A database that does not answer leaves the gauges out of the scrape
     (`stock_sync_database_up` 0) rather than failing it: the process figures still count.
     """
 
@@ -80,6 +82,7 @@ def database_figures() -> list[tuple[str, str, float | LabelledValues]]:
     oldest_reservation = min(
         (oldest for _, oldest in by_warehouse.values() if oldest is not None), default=None
     )
+    held, oldest_held = snapshots_held_summary(now=now)
     return [
         (
             "last_accepted_sync_timestamp_seconds",
@@ -108,5 +111,15 @@ def database_figures() -> list[tuple[str, str, float | LabelledValues]]:
             "reservations_oldest_unconsumed_age_seconds",
             "Age of the oldest open reservation (neither consumed nor released); 0 when none.",
             max((now - oldest_reservation).total_seconds(), 0.0) if oldest_reservation else 0.0,
+        ),
+        (
+            "snapshots_held",
+            "Full snapshots held for a person to confirm their absent count (or abandon them).",
+            held,
+        ),
+        (
+            "snapshot_oldest_held_age_seconds",
+            "How long the oldest held full snapshot has been held; 0 when none is.",
+            max((now - oldest_held).total_seconds(), 0.0) if oldest_held else 0.0,
         ),
     ]
