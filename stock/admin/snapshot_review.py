@@ -14,8 +14,6 @@ from django.db.models import Count, Q
 from core.display import local_time
 from stock.models import StockLevel, StockSnapshot
 
-# The absent levels shown on the snapshot's page; the rest are on its paged list.
-SAMPLE_SIZE = 20
 State = StockSnapshot.State
 Reason = StockSnapshot.HeldReason
 
@@ -32,6 +30,7 @@ class HeldReasonText:
 class SnapshotReview:
     """The snapshot's page above its record: what it says, what the commit would zero."""
 
+    heading: str
     summary: str
     reasons: list[HeldReasonText] = field(default_factory=list)
     # Levels of the warehouse holding a quantity other than 0 now, and the absent ones among
@@ -92,16 +91,16 @@ def held_reason_text(
         share, allowed = settings.SNAPSHOT_MAX_ABSENT_SHARE, settings.SNAPSHOT_ABSENT_ALLOWED
         count = absent if absent is not None else snapshot.absent
         of = (
-            f"{count} of the {with_stock} levels holding stock"
+            f"{count} of the {with_stock} levels holding stock in {snapshot.warehouse.code}"
             if with_stock is not None
-            else f"{count} levels"
+            else f"{count} levels of {snapshot.warehouse.code}"
         )
         return HeldReasonText(
             code,
             "Too many products absent",
-            f"The commit would set {of} in {snapshot.warehouse.code} to 0: more than "
-            f"SNAPSHOT_MAX_ABSENT_SHARE ({_percent(share)}) of them and more than "
-            f"SNAPSHOT_ABSENT_ALLOWED ({allowed}).",
+            f"Absent (no item of the snapshot named them): {of}. That is more than "
+            f"SNAPSHOT_MAX_ABSENT_SHARE ({_percent(share)}) of the levels holding stock and "
+            f"more than SNAPSHOT_ABSENT_ALLOWED ({allowed}).",
             "Look through the absent levels: are these products really gone from the "
             "warehouse, or did the export leave them out?",
         )
@@ -147,6 +146,7 @@ def snapshot_review(snapshot: StockSnapshot, *, may_change: bool) -> SnapshotRev
             f"Unless committed or abandoned, it expires at {expires}, zeroing nothing."
         )
         return SnapshotReview(
+            "Held: what its commit would zero, and why it waits for a person",
             summary,
             reasons(),
             with_stock,
@@ -162,7 +162,14 @@ def snapshot_review(snapshot: StockSnapshot, *, may_change: bool) -> SnapshotRev
             f"{absent} levels of {snapshot.warehouse.code} would be absent now. Unless "
             f"committed or abandoned, it expires at {expires}, zeroing nothing."
         )
-        return SnapshotReview(summary, [], with_stock, absent, can_abandon=may_change)
+        return SnapshotReview(
+            "Open: what its commit would zero now",
+            summary,
+            [],
+            with_stock,
+            absent,
+            can_abandon=may_change,
+        )
     if state == State.COMMITTED:
         overrode = (
             " A person confirmed the absent count over the reasons below."
@@ -175,7 +182,7 @@ def snapshot_review(snapshot: StockSnapshot, *, may_change: bool) -> SnapshotRev
             f"{snapshot.absent or 0} levels of {snapshot.warehouse.code} were set to 0, each "
             f"recorded as a movement with reason “snapshot absent”.{overrode}"
         )
-        return SnapshotReview(summary, reasons())
+        return SnapshotReview("Committed: what it zeroed", summary, reasons())
     if state == State.EXPIRED:
         summary = (
             f"Expired at {expires} without a commit: nothing was zeroed; its parts stay applied."
@@ -186,4 +193,4 @@ def snapshot_review(snapshot: StockSnapshot, *, may_change: bool) -> SnapshotRev
             f"{' by ' + snapshot.changed_by if snapshot.changed_by else ''}: nothing was "
             "zeroed; its parts stay applied."
         )
-    return SnapshotReview(summary)
+    return SnapshotReview(f"{snapshot.get_state_display()}: nothing zeroed", summary)

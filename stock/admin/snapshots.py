@@ -21,8 +21,17 @@ from django.views.decorators.http import require_POST
 
 from core.display import local_time
 from stock.admin.shared import ReadOnlyAdmin, changelist_url
-from stock.admin.snapshot_review import SAMPLE_SIZE, snapshot_review
+from stock.admin.snapshot_review import snapshot_review
 from stock.models import StockMovement, StockSnapshot
+from stock.snapshots import (
+    SAMPLE_SIZE,
+    SnapshotHeld,
+    SnapshotStateRefused,
+    snapshot_abandon,
+    snapshot_absent_page,
+    snapshot_commit,
+    snapshot_find,
+)
 
 # The absent levels listed on one page of their own list.
 ABSENT_PAGE_SIZE = 100
@@ -111,8 +120,6 @@ class StockSnapshotAdmin(ReadOnlyAdmin):
     def _snapshot(self, request, object_id) -> StockSnapshot:
         """The snapshot as it is now: one whose time ran out is expired first (as every read
         of the API does)."""
-        from stock.snapshots import snapshot_find
-
         snapshot = self.get_object(request, unquote(object_id))
         if snapshot is None or not self.has_view_permission(request, snapshot):
             raise Http404("No such snapshot.")
@@ -123,8 +130,6 @@ class StockSnapshotAdmin(ReadOnlyAdmin):
         return reverse("admin:stock_stocksnapshot_change", args=(snapshot.pk,))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        from stock.snapshots import snapshot_absent_page
-
         snapshot = self._snapshot(request, object_id)
         review = snapshot_review(snapshot, may_change=self.may_change(request))
         listed = snapshot.state in (State.OPEN, State.HELD) or (
@@ -147,8 +152,6 @@ class StockSnapshotAdmin(ReadOnlyAdmin):
         return super().change_view(request, object_id, form_url, extra_context=context)
 
     def commit_view(self, request, object_id):
-        from stock.snapshots import SnapshotHeld, SnapshotStateRefused, snapshot_commit
-
         if not self.may_change(request):
             raise PermissionDenied
         snapshot = self._snapshot(request, object_id)
@@ -206,8 +209,6 @@ class StockSnapshotAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(self._page_url(committed))
 
     def abandon_view(self, request, object_id):
-        from stock.snapshots import SnapshotStateRefused, snapshot_abandon
-
         if not self.may_change(request):
             raise PermissionDenied
         snapshot = self._snapshot(request, object_id)
@@ -241,8 +242,6 @@ class StockSnapshotAdmin(ReadOnlyAdmin):
     def absent_view(self, request, object_id):
         """The absent levels (a committed snapshot's: those it zeroed), a page at a time after
         the last one shown (stock code, then EAN)."""
-        from stock.snapshots import snapshot_absent_page
-
         snapshot = self._snapshot(request, object_id)
         code, ean = request.GET.get("after_code"), request.GET.get("after_ean", "")
         after = (code, ean) if code is not None else None

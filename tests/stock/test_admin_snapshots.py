@@ -167,9 +167,10 @@ class TestHeldPage:
             "for this snapshot and 8 arrived" in text
         )
         assert (
-            "Too many products absent ( too_many_absent ): The commit would set 3 of the 4 "
-            "levels holding stock in MAIN to 0: more than SNAPSHOT_MAX_ABSENT_SHARE (10 %) of "
-            "them and more than SNAPSHOT_ABSENT_ALLOWED (0)." in text
+            "Too many products absent ( too_many_absent ): Absent (no item of the snapshot named "
+            "them): 3 of the 4 levels holding stock in MAIN. That is more than "
+            "SNAPSHOT_MAX_ABSENT_SHARE (10 %) of the levels holding stock and more than "
+            "SNAPSHOT_ABSENT_ALLOWED (0)." in text
         )
         assert "Items declared 10 Items received 8" in text
         assert (
