@@ -364,14 +364,12 @@ def snapshot_send(
     for index, total, rows, call in iter_parts(source, snapshot_id, part_size=part_size):
         part = PartResult(index=index, total=total, rows=rows)
         answer = _call(client, result, call, part)
-        if answer is None:
-            if on_part is not None:
-                on_part(part)
-            return result
-        status, data = answer
         result.parts.append(part)
         if on_part is not None:
             on_part(part)
+        if answer is None:
+            return result
+        status, data = answer
         if status != 200 or data.get("success") is not True:
             part.message = _part_refusal(status, data)
             return _refused(result, part.label, status, data, shown=part.message)

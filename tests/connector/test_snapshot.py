@@ -404,6 +404,10 @@ def test_a_part_refused_by_state_no_answer_and_a_refused_key(tmp_path):
     service = FakeSnapshots(script=[None, *[TransportError("down")] * 6])
     code, stdout, _ = snapshot(path, service, "--snapshot-id", "P2")
     assert code == 4 and "Run the same command again later" in stdout
+    assert (
+        "part 1 of 1: 3 rows, HTTP -, updated 0, unknown 0, stale 0, 6 attempts (no answer)"
+        in stdout
+    )
 
     service = FakeSnapshots(script=[401])
     code, stdout, _ = snapshot(path, service, "--snapshot-id", "P3")
@@ -450,3 +454,22 @@ def test_snapshot_send_in_small_parts():
     assert str(result.status) == "committed"
     assert [len(p["products"]) for p in service.calls("/items")] == [2, 2, 1]
     assert result.record["received_items"] == 5
+
+
+def test_help_names_the_options_and_the_held_exit_status():
+    import contextlib
+
+    from connector.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["snapshot", "--help"])
+    text = out.getvalue()
+    for option in ("--warehouse", "--snapshot-id", "--posted-at", "--confirm-absent"):
+        assert option in text
+    for code in ("0  committed", "2  ", "3  failed", "4  ", "5  ", "6  held"):
+        assert f"\n  {code}" in text, code
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["--help"])
+    assert "\n  6  snapshot: the commit is held" in out.getvalue()
