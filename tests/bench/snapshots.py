@@ -45,6 +45,7 @@ import gc
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -626,21 +627,32 @@ def explain_here(posted_at: str, named: int) -> None:
     print(json.dumps({"seconds": seconds, "result": type(result).__name__, "plans": plans}))
 
 
+LONG_LITERAL = re.compile(r"'\{?[0-9,]{60,}\}?'|\{[0-9,]{60,}\}")
+
+
 def explain_report(output: str) -> None:
+    """Each kind of statement's count and time (long id lists shortened), slowest first, then
+    the plans of those that took at least 2 % of the time."""
     found = json.loads(output.strip().splitlines()[-1])
-    plans = sorted(found["plans"], reverse=True)
+    plans = [(ms_, LONG_LITERAL.sub("'{...}'", text)) for ms_, text in found["plans"]]
     total = sum(duration for duration, _ in plans)
-    print(
-        f"\n# the commit in process with auto_explain (ANALYZE, BUFFERS): {found['seconds']:.2f} s, "
-        f"{found['result']}; {len(plans)} statements, {total / 1000:.2f} s in them; slowest first"
-    )
+    kinds: dict[str, list[float]] = {}
     for duration, text in plans:
-        lines = text.splitlines()
-        if duration >= 0.02 * total or duration >= 100:
-            print(f"\n## {duration:.1f} ms\n" + "\n".join(lines[1:40]))
-        else:
-            query = next((line for line in lines if line.startswith("Query Text:")), lines[0])
-            print(f"## {duration:.1f} ms {query[:160]}")
+        query = next((line for line in text.splitlines() if line.startswith("Query Text:")), "")
+        kinds.setdefault(query[12:130], []).append(duration)
+    print(
+        f"\n# the commit in process with auto_explain (ANALYZE, BUFFERS): "
+        f"{found['seconds']:.2f} s, {found['result']}; {len(plans)} statements, "
+        f"{total / 1000:.2f} s in them"
+    )
+    for query, times in sorted(kinds.items(), key=lambda kind: -sum(kind[1])):
+        print(f"{sum(times):9.1f} ms {len(times):6} x  {query}")
+    for duration, text in sorted(plans, reverse=True):
+        if duration >= 0.02 * total:
+            print(
+                f"\n## {duration:.1f} ms\n"
+                + "\n".join(line[:200] for line in text.splitlines()[1:45])
+            )
 
 
 # -- main --------------------------------------------------------------------------------------
