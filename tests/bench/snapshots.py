@@ -660,9 +660,28 @@ def machine() -> str:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
+    changed = subprocess.run(
+        [
+            "git",
+            "diff",
+            "--name-only",
+            "HEAD",
+            "--",
+            "catalog",
+            "core",
+            "partner_api",
+            "stock",
+            "sync",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    dirty = f" (service files changed since: {', '.join(changed)})" if changed else ""
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return (
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, at {commit}, nproc {os.cpu_count()}, load {load}"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, at {commit}{dirty}, nproc {os.cpu_count()}, "
+        f"load {load}"
     )
 
 
