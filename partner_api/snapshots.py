@@ -62,7 +62,8 @@ class SnapshotOperationSchema(OperationSchema):
     """An operation's description with the snapshots' documented calls among its examples."""
 
     def get_examples(self) -> list[OpenApiExample]:
-        return [*super().get_examples(), *EXAMPLES.get(self.view.operation_id, ())]
+        # By the method's operation: one view serves the read and the abandonment.
+        return [*super().get_examples(), *EXAMPLES.get(self.get_operation_id(), ())]
 
 
 SNAPSHOT_ID_PARAMETER = OpenApiParameter(
@@ -325,24 +326,11 @@ class SnapshotCommitView(SnapshotView):
             404: RESPONSE_NOT_FOUND,
             409: OpenApiResponse(
                 SnapshotCommitConflict,
-                description="Held (nothing zeroed), or the snapshot is expired or abandoned.",
-                examples=[
-                    OpenApiExample(
-                        "held",
-                        value={
-                            "detail": "The commit of snapshot 'CENTRAL-2026-03-02' is held: "
-                            "too_many_absent. Confirm the absent count to commit it.",
-                            "state": "held",
-                            "held_reasons": ["too_many_absent"],
-                            "absent": 1,
-                            "declared_items": 2,
-                            "received_items": 2,
-                            "absent_sample": [
-                                {"stock_code": "PT-195-65-15-A", "ean": "", "quantity": 2}
-                            ],
-                        },
-                    )
-                ],
+                description=(
+                    "Held (nothing zeroed; state held): held_reasons, absent, declared_items, "
+                    "received_items and absent_sample; or the snapshot is expired or abandoned "
+                    "(state names it)."
+                ),
             ),
             **BODY_RESPONSES,
             **validation_responses(operation_id),

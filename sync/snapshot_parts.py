@@ -19,6 +19,13 @@ from django.utils import timezone
 
 from core.problems import Problem
 from stock.models import StockSnapshot
+from stock.snapshots import (
+    SnapshotStateRefused,
+    snapshot_find,
+    snapshot_part_lock,
+    snapshot_part_received,
+    snapshot_record,
+)
 
 
 @dataclass(frozen=True)
@@ -37,8 +44,6 @@ class SnapshotPart:
 
     def found(self) -> SnapshotPart:
         """The part with its snapshot as stored now (expired first when due)."""
-        from stock.snapshots import snapshot_find
-
         return SnapshotPart(self.snapshot_id, snapshot_find(self.snapshot_id))
 
     def body_hash(self, body_hash: str) -> str:
@@ -79,8 +84,6 @@ def part_lock(snapshot: StockSnapshot | None, *, now):
     call is no part), and the snapshot whose state takes no part (else None)."""
     if snapshot is None:
         return None, None
-    from stock.snapshots import SnapshotStateRefused, snapshot_part_lock
-
     try:
         return snapshot_part_lock(snapshot.snapshot_id, now=now), None
     except SnapshotStateRefused as exc:
@@ -89,8 +92,6 @@ def part_lock(snapshot: StockSnapshot | None, *, now):
 
 def part_received(snapshot: StockSnapshot, items: int, *, now) -> StockSnapshot:
     """In the sync's transaction, after an applied part: the snapshot counts its items."""
-    from stock.snapshots import snapshot_part_received
-
     return snapshot_part_received(snapshot, items, now=now)
 
 
@@ -108,8 +109,6 @@ def rendered_time(value: datetime | None) -> str | None:
 
 def snapshot_answer(snapshot: StockSnapshot) -> dict[str, Any]:
     """The snapshot record as the API answers it (and as a part's stored answer keeps it)."""
-    from stock.snapshots import snapshot_record
-
     return {
         name: rendered_time(value) if isinstance(value, datetime) else value
         for name, value in snapshot_record(snapshot).items()
