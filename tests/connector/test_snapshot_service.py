@@ -185,3 +185,47 @@ def test_a_held_commit_exits_6_then_confirm_absent_zeroes_those_levels(
         2,
         3,
     ]
+
+
+@pytest.mark.django_db
+def test_the_services_refusals_are_named(tmp_path, monkeypatch, api_key):
+    monkeypatch.setenv("CONNECTOR_BASE_URL", "http://shop.test")
+    monkeypatch.setenv("CONNECTOR_API_KEY", api_key)
+    ProductFactory(stock_code="N-0")
+    transport = ServiceTransport()
+    path = stock_file(tmp_path / "take.csv", ["N-0"])
+    args = ["snapshot", path, "--no-progress", "--snapshot-id", "R-1"]
+    assert run([*args, "--warehouse", "MAIN"], transport)[0] == 0
+
+    # The id again for another file: 409 naming the id; nothing sent after the opening.
+    other = stock_file(tmp_path / "other.csv", ["N-0", "N-1"])
+    calls = len(transport.calls)
+    code, stdout, _ = run(
+        ["snapshot", other, "--no-progress", "--snapshot-id", "R-1", "--warehouse", "MAIN"],
+        transport,
+    )
+    assert code == 3
+    assert "open refused: snapshot R-1 was opened with other values" in stdout
+    assert len(transport.calls) == calls + 1
+
+    # A warehouse the service has none of: its 422 named.
+    code, stdout, _ = run(
+        ["snapshot", path, "--no-progress", "--snapshot-id", "R-2", "--warehouse", "NOWHERE"],
+        transport,
+    )
+    assert code == 3 and "open refused: HTTP 422: body.warehouse" in stdout
+    assert not StockSnapshot.objects.filter(snapshot_id="R-2").exists()
+
+    # An abandoned snapshot is not resumed: nothing is sent after the opening.
+    opened = {"snapshot_id": "R-3", "warehouse": "MAIN", "posted_at": POSTED, "declared_items": 1}
+    client = transport.client
+    url = "/api/v1/partner/stock/snapshots"
+    assert client.post(url, opened, "application/json", HTTP_X_API_KEY=api_key).status_code == 201
+    assert client.delete(f"{url}/R-3", HTTP_X_API_KEY=api_key).status_code == 200
+    calls = len(transport.calls)
+    code, stdout, _ = run(
+        ["snapshot", path, "--no-progress", "--snapshot-id", "R-3", "--warehouse", "MAIN"],
+        transport,
+    )
+    assert code == 3 and "snapshot R-3 is abandoned" in stdout
+    assert len(transport.calls) == calls + 1
