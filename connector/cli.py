@@ -263,7 +263,8 @@ EXIT_STATUSES: dict[str, list[tuple[int, str]]] = {
         (EXIT_USAGE, USAGE_LINE),
         (
             3,
-            "push: failed (the service refused a chunk); orders pull: the service refused the poll",
+            "push: failed (the service refused a chunk); orders pull: the service refused the "
+            "poll; snapshot: the service refused a call",
         ),
         (4, NO_ANSWER_LINE),
         (EXIT_KEY_REFUSED, KEY_REFUSED_LINE),
