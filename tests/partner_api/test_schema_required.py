@@ -311,6 +311,52 @@ def _shipment_calls(answers: Answers, partner: APIClient, shop: APIClient) -> No
     answers.add(_send(shop, "shop-order", method="get", order_id=shipping), 200)
 
 
+def _snapshot_calls(answers: Answers, partner: APIClient) -> None:
+    ProductFactory(stock_code="SN-1", ean="", shop_quantity=5)
+    ProductFactory(stock_code="SN-2", ean="", shop_quantity=5)
+    opening = {"snapshot_id": "SNAP-1", "posted_at": POSTED_AT, "declared_items": 2}
+    answers.add(_send(partner, "stock-snapshots", opening), 201)
+    answers.add(_send(partner, "stock-snapshots", opening), 200)
+    answers.add(_send(partner, "stock-snapshots", {**opening, "declared_items": 3}), 409)
+    answers.add(_send(partner, "stock-snapshots", {**opening, "declared_items": -1}), 422)
+    answers.add(_send(partner, "stock-snapshot", method="get", snapshot_id="SNAP-1"), 200)
+    answers.add(_send(partner, "stock-snapshot", method="get", snapshot_id="NOPE"), 404)
+    one = {"products": [item("SN-1")], "request_id": "SNAP-1:1"}
+    answers.add(
+        _send(partner, "stock-snapshot-items", one, query="?dry_run=1", snapshot_id="SNAP-1"), 200
+    )
+    answers.add(_send(partner, "stock-snapshot-items", one, snapshot_id="SNAP-1"), 200)
+    answers.add(_send(partner, "stock-snapshot-items", one, snapshot_id="SNAP-1"), 200)
+    mismatch = {**one, "products": [item("SN-1", warehouse="EAST")]}
+    answers.add(_send(partner, "stock-snapshot-items", mismatch, snapshot_id="SNAP-1"), 400)
+    answers.add(_send(partner, "stock-snapshot-items", {"products": []}, snapshot_id="SNAP-1"), 422)
+    answers.add(_send(partner, "stock-snapshot-absent", method="get", snapshot_id="SNAP-1"), 200)
+    page = "?limit=1&cursor=nope"
+    answers.add(
+        _send(partner, "stock-snapshot-absent", method="get", query=page, snapshot_id="SNAP-1"),
+        422,
+    )
+    commit = "stock-snapshot-commit"
+    answers.add(_send(partner, commit, {}, query="?dry_run=1", snapshot_id="SNAP-1"), 409)
+    held = answers.add(_send(partner, commit, {}, snapshot_id="SNAP-1"), 409)
+    answers.add(_send(partner, commit, {"confirm_absent": "1"}, snapshot_id="SNAP-1"), 422)
+    answers.add(_send(partner, commit, {}, query="?dry_run=x", snapshot_id="SNAP-1"), 400)
+    confirmed = {"confirm_absent": held["absent"]}
+    answers.add(_send(partner, commit, confirmed, query="?dry_run=1", snapshot_id="SNAP-1"), 200)
+    answers.add(_send(partner, commit, confirmed, snapshot_id="SNAP-1"), 200)
+    late = {**one, "request_id": "SNAP-1:2"}
+    answers.add(_send(partner, "stock-snapshot-items", late, snapshot_id="SNAP-1"), 409)
+    answers.add(_send(partner, "stock-snapshot", method="delete", snapshot_id="SNAP-1"), 409)
+    answers.add(_send(partner, commit, {}, snapshot_id="NOPE"), 404)
+    answers.add(_send(partner, "stock-snapshot-items", one, snapshot_id="NOPE"), 404)
+    answers.add(_send(partner, "stock-snapshot-absent", method="get", snapshot_id="NOPE"), 404)
+    answers.add(_send(partner, "stock-snapshot", method="delete", snapshot_id="NOPE"), 404)
+    other = {**opening, "snapshot_id": "SNAP-2", "declared_items": 0}
+    answers.add(_send(partner, "stock-snapshots", other), 201)
+    answers.add(_send(partner, "stock-snapshot", method="delete", snapshot_id="SNAP-2"), 200)
+    answers.add(_send(partner, commit, {}, snapshot_id="SNAP-2"), 409)
+
+
 def _plant_and_key_calls(answers: Answers, partner: APIClient, shop: APIClient) -> None:
     plant = PlantFactory(name="Fern", tags=["shade"])
     answers.add(_send(partner, "plant", {"id": plant.pk, "status": "sold"}, method="put"), 200)
@@ -330,6 +376,7 @@ def test_every_answer_s_required_fields_are_what_the_service_always_sends(
     _sync_calls(answers, partner)
     _order_calls(answers, partner, shop)
     _shipment_calls(answers, partner, shop)
+    _snapshot_calls(answers, partner)
     _plant_and_key_calls(answers, partner, shop)
 
     assert not answers.missing, "\n".join(answers.missing)

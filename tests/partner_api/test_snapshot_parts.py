@@ -317,3 +317,24 @@ def test_the_default_warehouse_s_snapshot_takes_items_naming_none(api_client):
     assert Product.objects.get(pk=product.pk).shop_quantity == 0
     assert level(product) == (0, POSTED)
     assert Warehouse.objects.count() == 1
+
+
+def test_a_part_retried_after_the_commit_is_replayed_a_new_one_is_409(api_client):
+    product = ProductFactory(stock_code="A", ean="")
+    open_snapshot(api_client, declared=1)
+    body = part(item("A", shop_quantity=6))
+    first = send_part(api_client, body=body)
+    committed = api_client.post(
+        reverse("partner_api:stock-snapshot-commit", args=["S-1"]), {}, format="json"
+    )
+    assert committed.status_code == 200, committed.content
+
+    # A connector's rerun repeats its parts: each is its stored answer, nothing counted again.
+    again = send_part(api_client, body=body)
+    assert again.status_code == 200
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    late = send_part(api_client, body=part(item("A", shop_quantity=1), request_id="P-2"))
+    assert (late.status_code, late.json()["state"]) == (409, "committed")
+    assert level(product)[0] == 6
+    assert received() == 1
