@@ -50,10 +50,11 @@ def _together(calls: list) -> list:
     return results
 
 
-def _placement(product, number: str):
+def _placement(product, number: str, *, delay: float):
     body = order_body(line(product, 1), number=number)
 
     def call():
+        time.sleep(delay)
         try:
             order_place(order=ShopOrder.model_validate(body), body=body, by_name="storefront")
             return 201
@@ -61,6 +62,27 @@ def _placement(product, number: str):
             return 409
 
     return call
+
+
+def _stocked(count: int, *, prefix: str, quantity: int) -> list[Product]:
+    """`count` products holding `quantity` each in the default warehouse, with no document
+    time, inserted in bulk."""
+    products = Product.objects.bulk_create(
+        Product(
+            stock_code=f"{prefix}-{n:05d}",
+            ean=f"{n:013d}",
+            status="active",
+            shop_quantity=quantity,
+            catalog_price=100,
+            eshop_price=90,
+        )
+        for n in range(count)
+    )
+    main = default_warehouse()
+    StockLevel.objects.bulk_create(
+        StockLevel(product=product, warehouse=main, quantity=quantity) for product in products
+    )
+    return products
 
 
 def _open(snapshot_id: str, posted_at) -> None:
@@ -74,23 +96,24 @@ def _open(snapshot_id: str, posted_at) -> None:
 
 def test_placements_of_the_last_units_while_a_commit_zeroes_them(settings):
     settings.SNAPSHOT_MAX_ABSENT_SHARE = 1.0
-    products = [ProductFactory(stock_code=f"LAST-{n:03d}", shop_quantity=1) for n in range(300)]
+    products = _stocked(3000, prefix="LAST", quantity=1)
     # A second unit of the last products, named by the snapshot: those stay on sale.
     kept = [ProductFactory(stock_code=f"KEPT-{n:03d}", shop_quantity=2) for n in range(5)]
     posted_at = timezone.now() - timedelta(minutes=5)
     StockLevel.objects.filter(product__in=kept).update(posted_at=posted_at)
     _open("RACE-1", posted_at)
-    # The placements aim at the products the commit locks last (highest ids) and at the kept.
-    targets = [*products[-15:], *kept]
+    # The placements aim at products the commit zeroes and at the kept, spread over the time
+    # the commit takes.
+    targets = [*products[::200], *kept]
 
     results = _together(
         [lambda: snapshot_commit("RACE-1")]
-        + [_placement(product, f"W-RACE-{n}") for n, product in enumerate(targets)]
+        + [_placement(product, f"W-RACE-{n}", delay=0.1 * n) for n, product in enumerate(targets)]
     )
 
     commit, placed = results[0], results[1:]
     assert isinstance(commit, SnapshotCommitted), commit
-    assert commit.snapshot.absent == 300
+    assert commit.snapshot.absent == 3000
     assert set(placed) <= {201, 409}, placed
     for product, result in zip(targets, placed, strict=True):
         level = StockLevel.objects.get(product=product)
