@@ -32,7 +32,7 @@
    during. Then (unless `--no-explain`) a fresh copy is committed in process with auto_explain
    (ANALYZE, BUFFERS): each statement's time and plan, slowest first.
 
-`--quick` (CI): 200 items and one pair; 20,000 products, 1000 absent; a few seconds of
+`--quick` (CI): 200 items and one pair; 10,000 products, 500 absent; a few seconds of
 placements; no goals, no plans. No timing is asserted: the numbers are read in
 docs/BENCHMARKS.md.
 """
@@ -83,7 +83,7 @@ class Warehouse:
 
 
 FULL = Warehouse(products=1_000_000, imported=5000, absent=50_000, reservations=1000)
-QUICK = Warehouse(products=20_000, imported=200, absent=1000, reservations=20)
+QUICK = Warehouse(products=10_000, imported=100, absent=500, reservations=10)
 
 
 def ms(seconds: float) -> str:
@@ -134,32 +134,40 @@ class PartBench:
         snapshot_open(self.server, snapshot_id, posted, self.size)
         return ("POST", f"{SNAPSHOTS}/{snapshot_id}/items"), body
 
-    def send(self, kind: str, label: str) -> float:
+    def send(self, kind: str, label: str, *, alone: bool = True) -> float:
+        """One request, timed; unless sent beside others (not `alone`), what it applied is
+        checked: every product updated and one movement for each."""
         (method, path), body = self.request(kind, label)
         moved = movement_count(self.url)
         gc.collect()
         started = time.perf_counter()
         answer = expect(self.server, method, path, body, 200)
         elapsed = time.perf_counter() - started
-        if answer.get("products_updated") != self.size:
-            raise SystemExit(f"{kind}: {answer.get('products_updated')} updated, not {self.size}")
-        if movement_count(self.url) - moved != self.size:
-            raise SystemExit(f"{kind}: not one movement per item")
+        updated, moves = answer.get("products_updated"), movement_count(self.url) - moved
+        if alone and (updated, moves) != (self.size, self.size):
+            raise SystemExit(f"{kind}: {updated} updated, {moves} movements, not {self.size}")
         if kind == "part":
-            if answer["snapshot"]["received_items"] != self.size:
-                raise SystemExit(f"part: received_items {answer['snapshot']['received_items']}")
+            received = answer["snapshot"]["received_items"]
+            if alone and received != self.size:
+                raise SystemExit(f"part: received_items {received}, not {self.size}")
             abandoned = expect(self.server, "DELETE", path.rsplit("/", 1)[0], None, 200)
             if abandoned["state"] != "abandoned":
                 raise SystemExit(f"abandon: {abandoned}")
         return elapsed
 
     def warm_up(self, workers: int) -> None:
-        """Every worker runs a part and a batch before anything is timed."""
+        """Every worker runs a part and a batch before anything is timed (requests side by side
+        on the same products: one may find the other's later items, so nothing is checked)."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as pool:
             for kind in ("sync", "part", "sync", "part"):
-                list(pool.map(lambda n, k=kind: self.send(k, f"WARM-{k}-{n}"), range(workers)))
+                list(
+                    pool.map(
+                        lambda n, k=kind: self.send(k, f"WARM-{k}-{n}", alone=False),
+                        range(workers),
+                    )
+                )
 
     def pairs(self, count: int) -> dict[str, list[float]]:
         times: dict[str, list[float]] = {"part": [], "sync": []}
@@ -734,7 +742,7 @@ def main() -> None:
             measure_part(url, size=size, pairs=pairs, workers=args.workers, quick=args.quick)
             print(f"# {machine()}", flush=True)
         if args.only != "part":
-            args.before = args.before or (2.0 if args.quick else 20.0)
+            args.before = args.before or (1.5 if args.quick else 20.0)
             measure_commit(url, QUICK if args.quick else FULL, args)
             print(f"# {machine()}", flush=True)
 
