@@ -35,5 +35,13 @@ One module per concept; each function is imported from its own module:
 - `movements`: `Source` (why stock moved, as each movement records it), the columns of a
   movement's insert, and `movements_purge`;
 - `selectors`: the readers: `stock_for_keys`, `reservations_open_summary`,
-  `reservations_open_by_warehouse`, `warehouse_code_warning`.
+  `reservations_open_by_warehouse`, `warehouse_code_warning`;
+- `snapshots`: full snapshots (a warehouse's whole stock as of one document time, whose commit
+  zeroes the levels it did not name): `snapshot_open`, `snapshot_find`, `snapshot_expire_due`,
+  `snapshot_abandon`, `snapshot_commit`, `snapshot_absent_page`, `snapshot_part_lock`,
+  `snapshot_part_received`, `snapshot_record`, and their answers and refusals
+  (`SnapshotCommitted`, `SnapshotHeld`, `SnapshotConflict`, `SnapshotStateRefused`); the
+  snapshot's row is locked before the products;
+- `snapshot_statements`: the absent levels' count, lock and listing, and the PostgreSQL
+  statement that zeroes them (`absent_zero`).
 """
