@@ -92,7 +92,11 @@ def part_lock(snapshot: StockSnapshot | None, *, now):
 
 def part_received(snapshot: StockSnapshot, items: int, *, now) -> StockSnapshot:
     """In the sync's transaction, after an applied part: the snapshot counts its items."""
-    return snapshot_part_received(snapshot, items, now=now)
+    warehouse = snapshot.warehouse
+    after = snapshot_part_received(snapshot, items, now=now)
+    # The record names the warehouse's code: the row read with the lock, not read again.
+    after.warehouse = warehouse
+    return after
 
 
 def part_answered(result, snapshot: StockSnapshot | None):

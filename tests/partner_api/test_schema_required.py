@@ -1,7 +1,8 @@
 """The OpenAPI document's answers say which fields an answer always carries: real calls of every
 operation (applied, dry-run, replayed and paused syncs, the stock query, placements, reads,
 cancellations, the orders feed with and without `limit`, acknowledgements, status reports,
-shipments, the plant, and their 400, 401, 403, 404, 409 and 422 bodies) are checked against the schema of the
+shipments, full snapshots (open, parts, commits, the absent listing), the plant, and their 400,
+401, 403, 404, 409 and 422 bodies) are checked against the schema of the
 answer the document gives for their path, method and status:
 
 - every property a schema lists as `required` is in every answer of that schema, and
