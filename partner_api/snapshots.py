@@ -55,7 +55,12 @@ from stock.snapshots import (
 )
 from stock.warehouses import item_warehouse_code, warehouses_by_code
 from sync.rules import unknown_warehouse_problems
-from sync.snapshot_parts import SnapshotPartMissing, SnapshotPartRefused, snapshot_answer
+from sync.snapshot_parts import (
+    SnapshotPartMissing,
+    SnapshotPartRefused,
+    snapshot_answer,
+    snapshot_id_valid,
+)
 
 
 class SnapshotOperationSchema(OperationSchema):
@@ -96,8 +101,15 @@ def state_refused(exc: SnapshotStateRefused) -> Conflict:
     return Conflict(str(exc), state=exc.snapshot.state)
 
 
+def _known(snapshot_id: str) -> str:
+    """The path's id, when a snapshot may have it (else 404 without asking the database)."""
+    if not snapshot_id_valid(snapshot_id):
+        raise not_found(snapshot_id)
+    return snapshot_id
+
+
 def _found(snapshot_id: str) -> StockSnapshot:
-    snapshot = snapshot_find(snapshot_id)
+    snapshot = snapshot_find(_known(snapshot_id))
     if snapshot is None:
         raise not_found(snapshot_id)
     return snapshot
@@ -226,7 +238,7 @@ class SnapshotDetailView(SnapshotView):
     )
     def delete(self, request, snapshot_id: str):
         try:
-            snapshot = snapshot_abandon(snapshot_id, by=request.user.name)
+            snapshot = snapshot_abandon(_known(snapshot_id), by=request.user.name)
         except StockSnapshot.DoesNotExist:
             raise not_found(snapshot_id) from None
         except SnapshotStateRefused as exc:

@@ -10,6 +10,7 @@ part adds to the sync's rules, the snapshot record as the API answers it, and th
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -18,7 +19,7 @@ import xxhash
 from django.utils import timezone
 
 from core.problems import Problem
-from stock.models import StockSnapshot
+from stock.models import SNAPSHOT_ID_PATTERN, StockSnapshot
 from stock.snapshots import (
     SnapshotStateRefused,
     snapshot_find,
@@ -26,6 +27,8 @@ from stock.snapshots import (
     snapshot_part_received,
     snapshot_record,
 )
+
+_SNAPSHOT_ID = re.compile(SNAPSHOT_ID_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,10 @@ class SnapshotPart:
         return self.snapshot.warehouse.code if self.snapshot is not None else None
 
     def found(self) -> SnapshotPart:
-        """The part with its snapshot as stored now (expired first when due)."""
+        """The part with its snapshot as stored now (expired first when due); an id no
+        snapshot can have (a NUL, which PostgreSQL cannot compare) is not looked up."""
+        if not snapshot_id_valid(self.snapshot_id):
+            return SnapshotPart(self.snapshot_id, None)
         return SnapshotPart(self.snapshot_id, snapshot_find(self.snapshot_id))
 
     def body_hash(self, body_hash: str) -> str:
@@ -58,6 +64,11 @@ class SnapshotPart:
 
     def _named(self, digest: str) -> bytes:
         return f"snapshot\x00{self.snapshot_id}\x00{digest}".encode("utf-8", "backslashreplace")
+
+
+def snapshot_id_valid(snapshot_id: str) -> bool:
+    """Whether a snapshot may have this id (as stored: stripped, of its characters)."""
+    return _SNAPSHOT_ID.match(snapshot_id) is not None
 
 
 class SnapshotPartMissing(Exception):

@@ -338,3 +338,20 @@ def test_a_part_retried_after_the_commit_is_replayed_a_new_one_is_409(api_client
     assert (late.status_code, late.json()["state"]) == (409, "committed")
     assert level(product)[0] == 6
     assert received() == 1
+
+
+def test_a_part_while_the_sync_is_paused_applies_and_counts_nothing(api_client):
+    from sync.pause import sync_pause_set
+
+    product = ProductFactory(stock_code="A", ean="")
+    open_snapshot(api_client)
+    sync_pause_set(paused=True, by="staff", reason="stock take")
+    response = send_part(api_client, body=part(item("A", shop_quantity=1)))
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["success"], body["products_updated"]) == (False, 0)
+    assert "stock take" in body["message"]
+    assert (body["snapshot"]["snapshot_id"], body["snapshot"]["received_items"]) == ("S-1", 0)
+    assert level(product)[0] == 10
+    assert received() == 0

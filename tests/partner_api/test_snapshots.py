@@ -178,6 +178,18 @@ def test_every_snapshot_path_with_an_unknown_id_is_404(api_client):
         assert set(response.json()) == {"detail"}
 
 
+def test_an_id_no_snapshot_can_have_is_404_without_a_database_error(api_client):
+    for snapshot_id in ("a\x00b", "x" * 65, "a b"):
+        for response in (
+            api_client.get(url("stock-snapshot", snapshot_id)),
+            api_client.delete(url("stock-snapshot", snapshot_id)),
+            commit(api_client, snapshot_id),
+            absent(api_client, snapshot_id),
+            send_part(api_client, snapshot_id, body=part(item("A"))),
+        ):
+            assert response.status_code == 404, response.content
+
+
 def test_no_key_is_401(anon_client):
     assert anon_client.get(url("stock-snapshot", "S-1")).status_code == 401
     assert anon_client.post(url("stock-snapshots"), {}, format="json").status_code == 401
