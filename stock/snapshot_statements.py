@@ -62,8 +62,10 @@ def absent_products_lock(*, warehouse_id: int, posted_at: datetime) -> list[int]
     levels, products, _ = _tables()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT p.id FROM {products} AS p WHERE p.id IN "
-            f"(SELECT l.product_id FROM {levels} AS l WHERE {ABSENT}) "
+            # Each product found by its key, in the key's order: neither a scan of every
+            # product nor a sort (the absent levels are a few of a large catalogue).
+            f"SELECT p.id FROM {products} AS p WHERE p.id = ANY(ARRAY("
+            f"SELECT l.product_id FROM {levels} AS l WHERE {ABSENT})) "
             "ORDER BY p.id FOR UPDATE OF p",
             {"warehouse": warehouse_id, "posted_at": posted_at},
         )
@@ -73,21 +75,20 @@ def absent_products_lock(*, warehouse_id: int, posted_at: datetime) -> list[int]
 def absent_count(
     *, warehouse_id: int, posted_at: datetime, locked: list[int]
 ) -> tuple[int, int, bool]:
-    """The absent levels of the `locked` products, every level of the warehouse holding a
-    quantity other than 0, and whether an absent level's product is not among `locked` (a level
-    that became absent after the products were chosen) (PostgreSQL)."""
+    """The absent levels of the `locked` products (each found by its key), every level of the
+    warehouse holding a quantity other than 0, and whether some absent level's product is not
+    among `locked` (a level that became absent after the products were chosen) (PostgreSQL)."""
     levels, _, _ = _tables()
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT COUNT(*) FILTER (WHERE k.id IS NOT NULL AND absent), COUNT(*), "
-            "COALESCE(BOOL_OR(k.id IS NULL AND absent), FALSE) FROM ("
-            "SELECT l.product_id, (l.posted_at IS NULL OR l.posted_at < %(posted_at)s) AS absent "
-            f"FROM {levels} AS l WHERE l.warehouse_id = %(warehouse)s AND l.quantity <> 0) AS l "
-            "LEFT JOIN unnest(%(locked)s::bigint[]) AS k(id) ON k.id = l.product_id",
+            "SELECT (SELECT COUNT(*) FROM unnest(%(locked)s::bigint[]) AS k(id) "
+            f"JOIN {levels} AS l ON l.product_id = k.id WHERE {ABSENT}), "
+            "COUNT(*), COUNT(*) FILTER (WHERE l.posted_at IS NULL OR l.posted_at < %(posted_at)s) "
+            f"FROM {levels} AS l WHERE l.warehouse_id = %(warehouse)s AND l.quantity <> 0",
             {"warehouse": warehouse_id, "posted_at": posted_at, "locked": _array_literal(locked)},
         )
-        absent, holding, missed = cursor.fetchone()
-    return absent, holding, missed
+        absent, holding, everywhere = cursor.fetchone()
+    return absent, holding, everywhere != absent
 
 
 def absent_zero(
