@@ -188,7 +188,8 @@ def snapshot_part_received(
     cleared). Returns the record after."""
     now = now or timezone.now()
     StockSnapshot.objects.filter(pk=snapshot.pk).update(received_items=F("received_items") + items)
-    snapshot.refresh_from_db()
+    # The rest of the row is locked by the caller, as read (its warehouse with it).
+    snapshot.refresh_from_db(fields=["received_items"])
     if snapshot.state == State.HELD:
         _change(snapshot, now, None, state=State.OPEN, absent=None, held_reasons=[], held_at=None)
     return snapshot
