@@ -103,6 +103,13 @@ def test_staff_refuse_a_wrong_count_then_commit_a_held_snapshot(
         page_measured = page.evaluate(_MEASURE)
         _screenshot(page, "snapshot-held.png")
 
+        # All the absent levels, a page at a time, and back.
+        page.click("#absent-all")
+        listed = page.locator("#absent-levels tbody tr td:first-child").all_inner_texts()
+        assert listed == [p.stock_code for p in absent]
+        absent_measured = page.evaluate(_MEASURE)
+        page.click("text=Back to the snapshot")
+
         # A wrong count: refused, naming the count now; nothing zeroed.
         page.fill("#id_confirm_absent", "3")
         page.click("#snapshot-commit input[type=submit]")
@@ -131,8 +138,8 @@ def test_staff_refuse_a_wrong_count_then_commit_a_held_snapshot(
     assert _quantities([named]) == [6]
     snapshot.refresh_from_db()
     assert (snapshot.state, snapshot.absent, snapshot.changed_by) == ("committed", 4, "marta")
-    # Neither page scrolls sideways in the 1400-pixel window, nor wraps a stock code.
-    for measured in (list_measured, page_measured):
+    # No page scrolls sideways in the 1400-pixel window, nor wraps a stock code.
+    for measured in (list_measured, page_measured, absent_measured):
         assert measured["sidebarOpen"], measured
         assert measured["scrollWidth"] <= measured["clientWidth"], measured
         assert not measured["tables"] and not measured["wrapped"], measured
