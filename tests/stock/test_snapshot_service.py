@@ -180,15 +180,19 @@ def test_the_same_id_with_another_value_is_a_conflict(change):
     )
 
 
-def test_a_snapshot_expires_on_its_next_read_once_due(settings, announced):
+def test_a_snapshot_expires_on_its_next_read_once_due(
+    settings, announced, django_capture_on_commit_callbacks
+):
     settings.SNAPSHOT_TTL_HOURS = 1
     opened = timezone.now()
     open_snapshot(now=opened)
 
     assert snapshot_find("SNAP-1", now=opened + timedelta(minutes=59)).state == State.OPEN
-    with transaction.atomic():
+    with django_capture_on_commit_callbacks(execute=True):
         found = snapshot_find("SNAP-1", now=opened + timedelta(hours=1))
-    assert found.state == State.EXPIRED
+        again = snapshot_find("SNAP-1", now=opened + timedelta(hours=2))
+    assert (found.state, again.state) == (State.EXPIRED, State.EXPIRED)
+    assert announced == [("expired", 0)]
     assert StockSnapshot.objects.get().state == State.EXPIRED
     assert snapshot_find("UNKNOWN") is None
 
