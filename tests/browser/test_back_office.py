@@ -26,6 +26,8 @@ from partner_api.keys import api_key_create
 from plants import demo as plants_demo
 from stock import demo as stock_demo
 from stock.models import StockMovement
+from stock.snapshots import snapshot_commit, snapshot_open
+from stock.warehouses import default_warehouse
 from sync import demo as catalog_demo
 from sync.pause import sync_pause_set
 from tests.factories import SyncAuditFactory
@@ -332,6 +334,15 @@ def _seed_every_admin_page(erp) -> None:
             _item(stock_code="PT-195-65-15-A", ean="", shop_quantity=2 + number),
             request_id=f"PR-2026-{number:04d}-STOCK-RECEIPT-WAREHOUSE-BRNO",
         )
+    # A snapshot the partner system opened and committed.
+    snapshot_open(
+        snapshot_id="ST-2026-0001",
+        warehouse=default_warehouse(),
+        posted_at=timezone.now() - timedelta(hours=1),
+        declared_items=5,
+        by="erp",
+    )
+    snapshot_commit("ST-2026-0001", by="erp")
     # A migration creates this group; a test before this one may have flushed it.
     Group.objects.get_or_create(name="Sync operators")
     # The pause switch's row: paused once for a stock take, then resumed.

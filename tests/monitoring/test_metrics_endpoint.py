@@ -137,8 +137,8 @@ class TestGaugesFromTheDatabase:
         PendingProductFactory.create_batch(5)
         SyncAuditFactory.create_batch(5)
         # One each: the last accepted sync, pending keys, waiting orders, the pause switch,
-        # the open reservations.
-        with django_assert_max_num_queries(5):
+        # the open reservations, the held snapshots.
+        with django_assert_max_num_queries(6):
             scrape(Client())
 
 
