@@ -99,6 +99,7 @@ def sync_apply(request: ProductsSync, resolution: Resolution) -> SyncResult:
             request_id=request.request_id,
             posted_at=posted_at,
             warehouse_id=warehouse_id,
+            snapshot_pk=stock.snapshot_pk,
         )
     applied = [*found.applied, *found.levels_only]
     # A snapshot's part: an item that names no warehouse is for the snapshot's.

@@ -355,3 +355,26 @@ def test_a_part_while_the_sync_is_paused_applies_and_counts_nothing(api_client):
     assert (body["snapshot"]["snapshot_id"], body["snapshot"]["received_items"]) == ("S-1", 0)
     assert level(product)[0] == 10
     assert received() == 0
+
+
+def test_a_part_consumes_the_reservations_booked_by_the_snapshot_s_time(api_client, shop_client):
+    from stock.models import Reservation
+    from tests.shop.helpers import ack_url, line, order_body, place
+
+    product = ProductFactory(stock_code="A", ean="", shop_quantity=10)
+    placed = place(shop_client, order_body(line(product, 2), number="W-1"))
+    assert placed.status_code == 201, placed.content
+    booked = {
+        "partner_reference": "FA-1",
+        "stock_booked_at": (POSTED - timedelta(minutes=5)).isoformat(),
+    }
+    order_id = placed.json()["order_id"]
+    assert api_client.post(ack_url(order_id), booked, format="json").status_code == 200
+    open_snapshot(api_client, declared=1)
+
+    # The count (8) already holds the order's 2 units: its reservation is consumed.
+    assert send_part(api_client, body=part(item("A", shop_quantity=8))).status_code == 200
+    reservation = Reservation.objects.get(order_id=order_id)
+    assert reservation.state == Reservation.State.CONSUMED
+    consumed = StockMovement.objects.get(product=product, reason="consumption")
+    assert consumed.snapshot.snapshot_id == "S-1"
