@@ -422,3 +422,24 @@ class TestMovementsNameTheirSnapshot:
         listed = response.context["cl"].result_list
         assert sorted(m.product_id for m in listed) == sorted(p.pk for p in absent)
         assert "snapshot ST-2026-11-28" in _text(response)
+
+
+def test_a_sync_operator_reviews_and_commits_a_held_snapshot(db):
+    """The "sync operators" group (a migration gives it the snapshots' view and change
+    permissions) sees the list and commits a held snapshot by its count."""
+    from django.contrib.auth.models import Group
+
+    operator = User.objects.create_user("operator", "op@example.com", "x", is_staff=True)
+    operator.groups.add(Group.objects.get(name="sync operators"))
+    client = Client()
+    client.force_login(operator)
+    absent = _absent_products(2)
+    snapshot = _snapshot(absent=2)
+
+    assert client.get(reverse("admin:stock_stocksnapshot_changelist")).status_code == 200
+    response = _commit(client, snapshot, "2")
+
+    assert _messages(response) == ["Snapshot ST-2026-11-28 committed: 2 levels of MAIN set to 0."]
+    snapshot.refresh_from_db()
+    assert (snapshot.state, snapshot.changed_by) == (State.COMMITTED, "operator")
+    assert _levels(absent) == [0, 0]
