@@ -343,8 +343,13 @@ def build(url: str, shape: Warehouse) -> dict:
 
 
 def keys_here() -> None:
-    """(Subprocess.) A partner key and a shop key, printed."""
+    """(Subprocess.) Any migration newer than the warehouse's build applied, then a partner key
+    and a shop key, printed."""
+    from django.core.management import call_command
+
     from partner_api.keys import api_key_create
+
+    call_command("migrate", verbosity=0)
 
     print(api_key_create(name="bench-snapshots")[1])
     print(api_key_create(name="bench-snapshots-shop", scope="shop")[1])
