@@ -375,10 +375,7 @@ class SnapshotCommitView(SnapshotView):
         if isinstance(result, SnapshotHeld):
             record = result.snapshot
             raise Conflict(
-                f"The commit of snapshot {record.snapshot_id!r} is held: "
-                + (", ".join(result.held_reasons) or "the confirmed count is not the absent one")
-                + f". {result.absent} level(s) would be set to 0; confirm that count "
-                '({"confirm_absent": N}) to commit it.',
+                _held_detail(record.snapshot_id, result, body.confirm_absent),
                 state=StockSnapshot.State.HELD,
                 held_reasons=result.held_reasons,
                 absent=result.absent,
@@ -391,6 +388,20 @@ class SnapshotCommitView(SnapshotView):
             {**snapshot_answer(result.snapshot), **flag},
             replayed=getattr(result, "replayed", False),
         )
+
+
+def _held_detail(snapshot_id: str, held: SnapshotHeld, confirmed: int | None) -> str:
+    if confirmed is not None:
+        return (
+            f"The confirmation of snapshot {snapshot_id!r} is not the absent count: "
+            f"{held.absent} level(s) would be set to 0 now, not {confirmed}; nothing was "
+            "zeroed. Review them and confirm that count to commit it."
+        )
+    return (
+        f"The commit of snapshot {snapshot_id!r} is held: {', '.join(held.held_reasons)}. "
+        f"{held.absent} level(s) would be set to 0; confirm that count "
+        '({"confirm_absent": N}) to commit it.'
+    )
 
 
 class SnapshotAbsentView(SnapshotView):

@@ -258,6 +258,7 @@ def test_a_held_commit_then_the_absent_listing_then_the_confirmed_commit(api_cli
     wrong = commit(api_client, body={"confirm_absent": 3})
     assert wrong.status_code == 409
     assert (wrong.json()["absent"], wrong.json()["state"]) == (2, "held")
+    assert "would be set to 0 now, not 3" in wrong.json()["detail"]
     assert wrong.json()["held_reasons"] == ["count_mismatch", "too_many_absent"]
     assert [level_of(p) for p in products] == [5, 5, 5, 5]
 
