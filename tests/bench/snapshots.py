@@ -462,7 +462,9 @@ class Placements:
         return threads
 
 
-def placement_report(placed: list[Placed], started: float, ended: float, quick: bool) -> None:
+def placement_report(placed: list[Placed], started: float, ended: float) -> None:
+    """Each kind of product's placements that ended before the commit started, and those that
+    overlapped it (`p99` is the largest but one per hundred: the largest below 100)."""
     print(f"\n{'shop placements (ms)':34} {'n':>5} {'p50':>8} {'p99':>8} {'max':>8} {'409':>5}")
     p99s = {}
     for group in ("untouched", "touched"):
@@ -594,7 +596,7 @@ def measure_commit(url: str, shape: Warehouse, args) -> None:
         f"checks: {'; '.join(problems) or 'all hold'}",
         flush=True,
     )
-    placement_report(placements.placed, started, ended, args.quick)
+    placement_report(placements.placed, started, ended)
     if problems:
         raise SystemExit("the commit did not do what the contract says")
     if not args.quick and not args.no_explain:
