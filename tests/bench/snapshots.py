@@ -464,7 +464,8 @@ class Placements:
 
 def placement_report(placed: list[Placed], started: float, ended: float) -> None:
     """Each kind of product's placements that ended before the commit started, and those that
-    overlapped it (`p99` is the largest but one per hundred: the largest below 100)."""
+    overlapped it (`p99`: the sorted times' entry at 0.99 x their number, so the largest of
+    fewer than 100)."""
     print(f"\n{'shop placements (ms)':34} {'n':>5} {'p50':>8} {'p99':>8} {'max':>8} {'409':>5}")
     p99s = {}
     for group in ("untouched", "touched"):
