@@ -238,11 +238,13 @@ class StockMovement(models.Model):
         ordering = ("-created_at", "-id")
         indexes = (
             models.Index(fields=("product", "-created_at"), name="stock_movement_product"),
-            # The levels a committed snapshot zeroed (its absent listing), by the key.
+            # The levels a committed snapshot zeroed (its absent listing). Only its commit's
+            # movements: a part's (reason sync) are the sync's, found by their audit row, and
+            # would cost every part an index entry per movement.
             models.Index(
                 fields=("snapshot", "product"),
                 name="stock_movement_snapshot",
-                condition=models.Q(snapshot__isnull=False),
+                condition=models.Q(snapshot__isnull=False, reason="snapshot_absent"),
             ),
             # A sync writes up to thousands at once, all of one call: the block ranges that hold
             # a call's movements are what its audit's page and the audit's purge look up.

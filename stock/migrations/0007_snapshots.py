@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='stockmovement',
-            index=models.Index(condition=models.Q(('snapshot__isnull', False)), fields=['snapshot', 'product'], name='stock_movement_snapshot'),
+            index=models.Index(condition=models.Q(('reason', 'snapshot_absent'), ('snapshot__isnull', False)), fields=['snapshot', 'product'], name='stock_movement_snapshot'),
         ),
         migrations.AddIndex(
             model_name='stocksnapshot',
