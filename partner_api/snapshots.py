@@ -354,9 +354,8 @@ class SnapshotCommitView(SnapshotView):
         data = {} if request.stream is None else request_body(request, problems)
         body = None
         if not any(problem.loc[:1] == ("body",) for problem in problems):
-            body = validate(
-                SnapshotCommitRequest, {} if data is None else data, loc="body", problems=problems
-            )
+            # No body at all is {}; a JSON null is not an object.
+            body = validate(SnapshotCommitRequest, data, loc="body", problems=problems)
         if problems:
             raise RequestInvalid(problems)
         _found(snapshot_id)

@@ -352,6 +352,7 @@ def test_commit_body_and_query_problems(api_client):
         {"confirm": 1},
         [],
         "{",
+        "null",
     ):
         response = commit(api_client, body=body)
         assert response.status_code == 422, (body, response.content)
