@@ -81,12 +81,15 @@ def sync_attempt(request: ProductsSync) -> SyncResult | Problem:
             if stored is not None:
                 return idempotency.replay_stored(request.call, stored)
             return _paused(request, control)
-        claim_id, replayed = _claim_or_replay(request)
-        if replayed is not None:
-            return replayed
         # The snapshot row before the products (every writer of a snapshot locks so); a state
-        # that takes no part is answered once the items are found valid (400 before 409).
+        # that takes no part is answered once the items are found valid (400 before 409), a
+        # retry of an applied part too (nothing replayed, nothing claimed).
         snapshot, refused = part_lock(request.snapshot, now=request.now)
+        claim_id = None
+        if refused is None:
+            claim_id, replayed = _claim_or_replay(request)
+            if replayed is not None:
+                return replayed
         resolution = resolve(
             request.items,
             read=read_fields(dry_run=request.dry_run),

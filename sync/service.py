@@ -77,9 +77,15 @@ def sync_call(request: SyncInput) -> SyncResult:
     call = request.call
     part = SnapshotPart(request.snapshot_id) if request.snapshot_id is not None else None
     raw_hash = idempotency.raw_body_hash(request.raw) if request.raw is not None else None
+    # A part sent to a snapshot that takes no more (committed, expired, abandoned) is 409, a
+    # retry of an applied one too: nothing is replayed (the contract's "on a committed ...
+    # one the answer is 409").
+    replayable = True
     if part is not None:
         raw_hash = part.raw_hash(raw_hash)
-    if raw_hash is not None:
+        part = part.found()
+        replayable = part.takes_parts
+    if raw_hash is not None and replayable:
         # Before the body is parsed or validated: a replay costs hashing and one indexed query.
         replayed = idempotency.replay_by_raw_body(call, raw_hash=raw_hash)
         if replayed is not None:
@@ -92,8 +98,6 @@ def sync_call(request: SyncInput) -> SyncResult:
         received=body.received,
         ignored_fields=body.ignored_fields,
     )
-    if part is not None:
-        part = part.found()
     problems = body.problems
     if part is not None and part.snapshot is not None and body.context is not None:
         mismatch = posted_at_mismatch_problem(body.context.posted_at, part.snapshot)
@@ -105,6 +109,7 @@ def sync_call(request: SyncInput) -> SyncResult:
         # run, nor when the query itself is wrong: those are refused.)
         if (
             not request.dry_run
+            and replayable
             and call.request_id is not None
             and all(p.loc[:1] == ("body",) for p in problems)
         ):

@@ -45,6 +45,15 @@ class SnapshotPart:
         """The snapshot's warehouse code: the one every item names (None when not found)."""
         return self.snapshot.warehouse.code if self.snapshot is not None else None
 
+    @property
+    def takes_parts(self) -> bool:
+        """Whether the snapshot found takes parts (open or held); True when none was found (a
+        404 once the body is found valid)."""
+        return self.snapshot is None or self.snapshot.state in (
+            StockSnapshot.State.OPEN,
+            StockSnapshot.State.HELD,
+        )
+
     def found(self) -> SnapshotPart:
         """The part with its snapshot as stored now (expired first when due); an id no
         snapshot can have (a NUL, which PostgreSQL cannot compare) is not looked up."""
