@@ -23,9 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from catalog.schemas import PostedAt, WarehouseCode
-from core.problems import Problem
 from orders.schemas import strict_integer
-from partner_api.exceptions import VALIDATION_RULES, ValidationRule
 from partner_api.product_schemas import SyncResponse
 from partner_api.schema_extensions import sometimes
 from stock.models import SNAPSHOT_ID_PATTERN, StockSnapshot
@@ -306,60 +304,3 @@ class SnapshotPartResponse(SyncResponse):
     snapshot: SnapshotRecord = Field(description="The snapshot record after this part.")
 
     model_config = ConfigDict(json_schema_extra=None)
-
-
-# ------------------------------------------------------------------------------
-# 400 or 422, by operation (partner_api.exceptions reads the rule of each)
-# ------------------------------------------------------------------------------
-def _part_unprocessable(problem: Problem) -> bool:
-    if problem.loc == ("body", "request_id") and problem.type == "missing":
-        return True
-    return VALIDATION_RULES["products_sync"].is_unprocessable(problem)
-
-
-def _commit_unprocessable(problem: Problem) -> bool:
-    return problem.loc[:1] != ("query",)
-
-
-VALIDATION_RULES.update(
-    {
-        "stock_snapshots_open": ValidationRule(
-            lambda problem: True,
-            unprocessable_entity=(
-                "Invalid body, every problem listed: malformed JSON; snapshot_id missing, "
-                "over 64 characters or of other characters than A-Z a-z 0-9 . _ : -; a "
-                "warehouse no stored one has (`unknown_warehouse`); posted_at missing, not an "
-                "ISO 8601 date-time, repeated or skipped in the service's time zone or more "
-                "than 10 minutes ahead; declared_items not a JSON integer of 0 to 10,000,000."
-            ),
-        ),
-        "stock_snapshots_items": ValidationRule(
-            _part_unprocessable,
-            bad_request=(
-                "As the batch sync (too many items, duplicate key, invalid field, ...), and: an "
-                'item naming another warehouse than the snapshot\'s (`warehouse_mismatch` at ["body", '
-                '"products", i, "warehouse"]), a sync_context.posted_at other than the '
-                "snapshot's (`posted_at_mismatch`)."
-            ),
-            unprocessable_entity=(
-                "request_id missing (a part needs one), or a stock_code missing or empty; every "
-                "other problem is listed too."
-            ),
-        ),
-        "stock_snapshots_commit": ValidationRule(
-            _commit_unprocessable,
-            bad_request="A query parameter other than dry_run, or dry_run not true/1/false/0.",
-            unprocessable_entity=(
-                "Invalid body: malformed JSON, confirm_absent not a JSON integer of at least 0, "
-                "or another member; a query problem is listed too."
-            ),
-        ),
-        "stock_snapshots_absent": ValidationRule(
-            lambda problem: True,
-            unprocessable_entity=(
-                "limit not an integer of 1 to 1000, or a cursor the service did not issue for "
-                "this snapshot."
-            ),
-        ),
-    }
-)
