@@ -69,6 +69,24 @@ Count = Annotated[
 Confirmation = Annotated[Annotated[int, Field(ge=0)], BeforeValidator(strict_integer)]
 
 
+def _integer_as_text(value: Any) -> Any:
+    # As the sync reads an item's warehouse: a JSON integer is its digits (7 is "7").
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def opened_warehouse(data: Any) -> str | None:
+    """The warehouse code an opening's body names as the request reads it (stripped, an integer
+    as its digits), or None when it names none or no text: looked up even when another member
+    is refused, so that an unknown warehouse is listed with every other problem."""
+    value = _integer_as_text(data.get("warehouse")) if isinstance(data, dict) else None
+    return value.strip() or None if isinstance(value, str) else None
+
+
+OpenedWarehouse = Annotated[WarehouseCode | None, BeforeValidator(_integer_as_text)]
+
+
 class SnapshotOpenRequest(BaseModel):
     """Opens a full snapshot of one warehouse."""
 
@@ -81,10 +99,11 @@ class SnapshotOpenRequest(BaseModel):
         ),
         examples=["CENTRAL-2026-03-02"],
     )
-    warehouse: WarehouseCode | None = Field(
+    warehouse: OpenedWarehouse = Field(
         default=None,
         description=(
-            "The code of the warehouse counted; absent, null or empty: the default warehouse. "
+            "The code of the warehouse counted (a JSON integer is read as its digits, as an "
+            "item's warehouse); absent, null or empty: the default warehouse. "
             "A code no stored warehouse has is 422 unknown_warehouse."
         ),
         examples=["MAIN"],
@@ -110,7 +129,8 @@ class SnapshotCommitRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    confirm_absent: Confirmation | None = Field(
+    # Absent is a commit; null is not a count (422), nor anything but a JSON integer.
+    confirm_absent: Confirmation = Field(  # type: ignore[assignment]
         default=None,
         description=(
             "A person's confirmation of a held commit: the number of absent levels it zeroes "

@@ -41,6 +41,7 @@ from partner_api.snapshot_schemas import (
     SnapshotStateConflict,
     absent_cursor_decode,
     absent_cursor_encode,
+    opened_warehouse,
 )
 from stock.models import StockSnapshot
 from stock.snapshots import (
@@ -175,12 +176,14 @@ class SnapshotOpenView(SnapshotView):
         if not problems:
             body = validate(SnapshotOpenRequest, data, loc="body", problems=problems)
         warehouse = None
-        if body is not None:
-            found = warehouses_by_code([body.warehouse])
-            warehouse = found.get(item_warehouse_code(body.warehouse))
+        # The warehouse is looked up whatever else is refused: every problem in one answer.
+        code = body.warehouse if body is not None else opened_warehouse(data)
+        if body is not None or not any(p.loc[:2] == ("body", "warehouse") for p in problems):
+            found = warehouses_by_code([code])
+            warehouse = found.get(item_warehouse_code(code))
             problems += (
                 problem.located("body")
-                for problem in unknown_warehouse_problems([body.warehouse], found, single=True)
+                for problem in unknown_warehouse_problems([code], found, single=True)
             )
         if problems:
             raise RequestInvalid(problems)

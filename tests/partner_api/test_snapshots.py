@@ -166,6 +166,42 @@ def test_open_with_a_code_of_no_stored_warehouse_is_422_unknown_warehouse(api_cl
     assert not StockSnapshot.objects.exists()
 
 
+def test_an_unknown_warehouse_is_listed_with_the_other_problems(api_client):
+    body = {"snapshot_id": "a b", "warehouse": "NOPE", "posted_at": "x", "declared_items": -1}
+    response = post(api_client, "stock-snapshots", body)
+    assert sorted(locs(response)) == [
+        (("body", "declared_items"), "greater_than_equal"),
+        (("body", "posted_at"), "datetime_parsing"),
+        (("body", "snapshot_id"), "string_pattern_mismatch"),
+        (("body", "warehouse"), "unknown_warehouse"),
+    ]
+    # A code refused for its form is not looked up as well.
+    body["warehouse"] = 1.5
+    assert [loc for loc, kind in locs(post(api_client, "stock-snapshots", body))].count(
+        ("body", "warehouse")
+    ) == 1
+    assert not StockSnapshot.objects.exists()
+
+
+def test_a_warehouse_code_sent_as_a_json_integer_is_its_digits(api_client):
+    warehouse_save("7", name="Depot 7")
+    body = {"snapshot_id": "S-7", "warehouse": 7, "posted_at": POSTED.isoformat()}
+    response = post(api_client, "stock-snapshots", {**body, "declared_items": 1})
+    assert response.status_code == 201, response.content
+    assert response.json()["warehouse"] == "7"
+    again = post(api_client, "stock-snapshots", {**body, "warehouse": "7", "declared_items": 1})
+    assert again.status_code == 200
+    assert locs(
+        post(api_client, "stock-snapshots", {**body, "warehouse": 8, "declared_items": 1})
+    ) == [(("body", "warehouse"), "unknown_warehouse")]
+    assert locs(
+        post(api_client, "stock-snapshots", {**body, "warehouse": True, "declared_items": 1})
+    )[0][0] == (
+        "body",
+        "warehouse",
+    )
+
+
 def test_every_snapshot_path_with_an_unknown_id_is_404(api_client):
     for response in (
         api_client.get(url("stock-snapshot", "NOPE")),
@@ -349,6 +385,7 @@ def test_commit_body_and_query_problems(api_client):
         {"confirm_absent": "1"},
         {"confirm_absent": 1.0},
         {"confirm_absent": True},
+        {"confirm_absent": None},
         {"confirm": 1},
         [],
         "{",
