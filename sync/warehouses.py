@@ -81,10 +81,9 @@ def _items_of_one(items: Sequence[Any], warehouse: Warehouse) -> tuple[ItemWareh
     """`item_warehouses` for a snapshot's part: every item is for `warehouse`."""
     code = warehouse.code
     named = list(map(_item_warehouse, items))
-    stored = {code: warehouse}
-    if not any(named) or set(named) <= {code, None, ""}:
-        return ItemWarehouses([code] * len(items), stored), []
-    return ItemWarehouses([code] * len(items), stored), warehouse_mismatch_problems(named, code)
+    return ItemWarehouses([code] * len(items), {code: warehouse}), warehouse_mismatch_problems(
+        named, code
+    )
 
 
 # One field of an item by ProductItem's rules for it alone (a number as its text, as there).
