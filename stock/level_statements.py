@@ -92,6 +92,7 @@ def levels_spread_statement(
     constants = source.columns(now)
     movement_columns = movement_insert_columns(constants)
     rows = sorted(entries)
+    products, warehouse_ids, quantities = zip(*rows, strict=True) if rows else ((), (), ())
     sql = (
         "WITH old AS (SELECT v.product_id, v.warehouse_id, v.quantity, l.id AS level_id, "
         "l.quantity AS before, l.posted_at AS held_at FROM unnest(%(products)s::bigint[], "
@@ -115,9 +116,9 @@ def levels_spread_statement(
             sql,
             {
                 # As array literals: psycopg dumps a long list value by value, in Python.
-                "products": _array_literal(row[0] for row in rows),
-                "warehouses": _array_literal(row[1] for row in rows),
-                "quantities": _array_literal(row[2] for row in rows),
+                "products": _array_literal(products),
+                "warehouses": _array_literal(warehouse_ids),
+                "quantities": _array_literal(quantities),
                 "posted_at": posted_at,
                 "now": now,
                 "kind": Kind.QUANTITY,

@@ -7,6 +7,7 @@ appear once per warehouse in a batch, and its items must agree on the product's 
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import defaultdict, namedtuple
 from collections.abc import Collection, Iterable, Sequence
@@ -14,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from msgspec.structs import astuple
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from catalog.plain import PlainItem
 from catalog.schemas import VALUE_FIELDS, Ean, StockCode, WarehouseCode
 from core.problems import Problem
 from stock.levels import levels_later
@@ -28,6 +31,7 @@ _item_warehouse = operator.attrgetter("warehouse")
 # The product's fields an item carries: every value field but its level.
 PRODUCT_FIELDS = tuple(name for name in VALUE_FIELDS if name != "shop_quantity")
 _product_values = operator.attrgetter(*PRODUCT_FIELDS)
+_second = operator.itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,9 @@ def later_levels(
 _ITEM_FIELDS = ("stock_code", "ean", "warehouse", *VALUE_FIELDS)
 MergedItem = namedtuple("MergedItem", _ITEM_FIELDS)
 _item_values = operator.attrgetter(*_ITEM_FIELDS)
+_plain_item_values = operator.itemgetter(*map(PlainItem.__struct_fields__.index, _ITEM_FIELDS))
 _QUANTITY = _ITEM_FIELDS.index("shop_quantity")
+_row_pk = operator.itemgetter(0)
 
 
 def merged_items(
@@ -250,6 +256,17 @@ def merged_items(
     """One (item, row) pair per product of these applied pairs, in the order of its first item:
     the values its items carry together (they agree where two carry one), and as
     `shop_quantity` the product's new sum over its selling levels (`sums`, by id)."""
+    pks = list(map(_row_pk, map(_second, applied)))
+    # Each product's first pair, by position (the first of equal keys wins: built backwards).
+    firsts = sorted(dict(zip(reversed(pks), range(len(pks) - 1, -1, -1), strict=True)).values())
+    pairs = list(map(applied.__getitem__, firsts))
+    values = item_values([item for item, _ in pairs])
+    if not any(map(operator.is_, itertools.chain.from_iterable(values), itertools.repeat(None))):
+        # Every first item carries every field (a connector's usual item): it says it all.
+        return [
+            (MergedItem._make((*held[:_QUANTITY], sums[row[0]], *held[_QUANTITY + 1 :])), row)
+            for held, (_, row) in zip(values, pairs, strict=True)
+        ]
     by_product: dict[int, tuple[list, tuple]] = {}
     for item, row in applied:
         held = by_product.get(row[0])
@@ -258,13 +275,19 @@ def merged_items(
             continue
         merged = held[0]
         if None not in merged:
-            # The first item carries every field (a connector's usual item): it says it all.
             continue
         for position, value in enumerate(_item_values(item)):
             if merged[position] is None and value is not None:
                 merged[position] = value
-    pairs = []
-    for product_id, (values, row) in by_product.items():
-        values[_QUANTITY] = sums[product_id]
-        pairs.append((MergedItem._make(values), row))
-    return pairs
+    merged_pairs = []
+    for product_id, (held, row) in by_product.items():
+        held[_QUANTITY] = sums[product_id]
+        merged_pairs.append((MergedItem._make(held), row))
+    return merged_pairs
+
+
+def item_values(items: list[Any]) -> list[tuple]:
+    """Each item's `_ITEM_FIELDS` values, in order: PlainItem records' in C."""
+    if list(map(type, items)).count(PlainItem) == len(items):
+        return list(map(_plain_item_values, map(astuple, items)))
+    return list(map(_item_values, items))

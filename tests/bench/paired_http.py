@@ -15,7 +15,10 @@ server writes a product and the two share the catalogue without disturbing each 
 item's level changes every time; with `--prices`, both prices move too (each request new ones,
 so that every item also writes history); `--later` gives each request a document time a second
 after the one before (the connector's documents, so that every product's time moves);
-`--no-request-id` leaves the `request_id` out. Both run
+`--no-request-id` leaves the `request_id` out; `--spread` sends `run.py`'s batch over three
+warehouses instead (a third of the products once per warehouse, every level moving each time,
+each document a second later; the two branches get their levels from one untimed batch first).
+Both run
 with `gunicorn.conf.py` and `--workers` workers; the order of the pair swaps every round. No
 floor: the ratio of the two medians is the result. This checkout migrates the database: the
 other must be a commit with the same migrations.
@@ -36,7 +39,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench import over_http  # noqa: E402
-from tests.bench.run import batch_body, recreate_database  # noqa: E402
+from tests.bench.run import (  # noqa: E402
+    SPREAD_CODES,
+    batch_body,
+    recreate_database,
+    spread_body,
+)
 
 POSTED_AT = "2026-01-05T10:00:00+00:00"
 
@@ -93,6 +101,9 @@ def main() -> None:
         "--later", action="store_true", help="each request's document time a second later"
     )
     parser.add_argument("--no-request-id", action="store_true", help="requests without one")
+    parser.add_argument(
+        "--spread", action="store_true", help="batches over three warehouses, every level moving"
+    )
     args = parser.parse_args()
     url, old_root = database_and_old_checkout(args.old)
     recreate_database(url)
@@ -103,6 +114,13 @@ def main() -> None:
 
     django.setup()
     key, _ = over_http.seed(args.size, 10)
+    if args.spread:
+        import io
+
+        from django.core.management import call_command
+
+        for code in SPREAD_CODES[1:]:
+            call_command("create_warehouse", code, stdout=io.StringIO())
     env = {
         **os.environ,
         "DATABASE_URL": url,
@@ -113,22 +131,35 @@ def main() -> None:
     warm = 3
     start = datetime.fromisoformat(POSTED_AT)
     moving = args.changing or args.prices
-    bodies = iter(
-        batch_body(
-            args.size,
-            4000 + (3 * n if moving else 0),
-            request_id=None if args.no_request_id else f"AB-{n:05d}",
-            prices_move=args.prices,
-            posted_at=(start + timedelta(seconds=n if args.later else 0)).isoformat(),
+    if args.spread:
+        bodies = iter(
+            spread_body(
+                args.size,
+                1000 + n,
+                request_id=None if args.no_request_id else f"AB-{n:05d}",
+                posted_at=(start + timedelta(seconds=n)).isoformat(),
+            )
+            for n in range(-1, 2 * (args.pairs + warm))
         )
-        for n in range(2 * (args.pairs + warm))
-    )
+    else:
+        bodies = iter(
+            batch_body(
+                args.size,
+                4000 + (3 * n if moving else 0),
+                request_id=None if args.no_request_id else f"AB-{n:05d}",
+                prices_move=args.prices,
+                posted_at=(start + timedelta(seconds=n if args.later else 0)).isoformat(),
+            )
+            for n in range(2 * (args.pairs + warm))
+        )
     times: dict[str, list[float]] = {"old": [], "new": []}
     with (
         server_of(old_root, env, key, args.workers) as old,
         server_of(ROOT, env, key, args.workers) as new,
     ):
         servers = {"old": old, "new": new}
+        if args.spread:
+            post(new, next(bodies))  # the branches' first levels, untimed
         for n in range(-warm, args.pairs):
             order = ["old", "new"] if n % 2 else ["new", "old"]
             for name in order:
@@ -136,6 +167,7 @@ def main() -> None:
                 if n >= 0:
                     times[name].append(elapsed)
     scenario = "prices and levels moving" if args.prices else "changing" if moving else "unchanged"
+    scenario = "three warehouses, every level moving" if args.spread else scenario
     scenario += ", later each time" if args.later else ""
     scenario += ", no request_id" if args.no_request_id else ""
     print(

@@ -36,7 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.bench.run import batch_body, full_item, recreate_database  # noqa: E402
+from tests.bench.run import (  # noqa: E402
+    SPREAD_CODES,
+    batch_body,
+    full_item,
+    recreate_database,
+    spread_body,
+)
 
 SYNC = "/api/v1/partner/products/sync"
 ITEM = "/api/v1/partner/products/item"
@@ -220,6 +226,9 @@ def seed(size: int) -> str:
 
     call_command("migrate", verbosity=0)
     products_import(items=[ProductItem.model_validate(full_item(i, 1)) for i in range(size)])
+    for code in SPREAD_CODES[1:]:
+        # Holding no level until the last scenario's first batch: the others keep their path.
+        call_command("create_warehouse", code, stdout=io.StringIO())
     _, key = api_key_create(name="profile")
     return key
 
@@ -246,6 +255,10 @@ def scenarios(size: int, client):
             size, quantity, request_id=f"DOC-{quantity}-{i}", prices_move=prices_move, posted_at=at
         )
 
+    def spread(i: int, *, quantity: int, moment: int) -> bytes:
+        at = f"2026-01-01T{moment // 3600:02d}:{moment // 60 % 60:02d}:{moment % 60:02d}+00:00"
+        return spread_body(size, quantity, request_id=f"SPREAD-{quantity}-{i}", posted_at=at)
+
     return {
         "document": (lambda i: document(i, quantity=10 + i, moment=100 + i), post, None),
         "doc_prices": (
@@ -262,6 +275,13 @@ def scenarios(size: int, client):
         "unchanged": (lambda i: same, post, lambda: post(same)),
         "replay": (lambda i: replay, functools.partial(post, replayed=True), lambda: post(replay)),
         "single": (lambda i: json.dumps(full_item(i % size, 1000 + i)).encode(), put, None),
+        # Last: a third of the products in each of three warehouses, every level moving (the
+        # first batch, untimed, gives the two branches their levels).
+        "spread": (
+            lambda i: spread(i, quantity=1000 + i, moment=400 + i),
+            post,
+            lambda: post(spread(-99, quantity=900, moment=399)),
+        ),
     }
 
 
@@ -283,7 +303,16 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=5000)
     parser.add_argument(
         "--cprofile",
-        choices=["document", "doc_prices", "doc_same", "changed", "unchanged", "replay", "single"],
+        choices=[
+            "document",
+            "doc_prices",
+            "doc_same",
+            "changed",
+            "unchanged",
+            "replay",
+            "single",
+            "spread",
+        ],
     )
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
