@@ -44,7 +44,12 @@ and checkpointed before each scenario, untimed):
   what a retry costs against doing the batch's work.
 
 Printed per scenario: the medians and p95s of both, the ratio of the medians (service / floor)
-and the goal. `--quick` (CI): 200 items (66 products x 3 warehouses), one timed pair per
+and the goal. Then the bound under those goals: the same floor app, on a database of its own
+(DATABASE_URL's name with `_records`, copied with the floor's), also writes the records the
+contract asks of the service besides the figures (`FLOOR_WORK`'s `+records` kinds: each level
+named with its document time, a movement for each quantity that changes, the products' time,
+a history row for each price that moves), alternated with the floor alone on the same bodies for
+the quantities, prices and three-warehouse batches; the ratio is what those rows cost at least. `--quick` (CI): 200 items (66 products x 3 warehouses), one timed pair per
 scenario, no goals. No timing is asserted; the numbers are read in docs/BENCHMARKS.md.
 """
 
@@ -94,30 +99,97 @@ FLOOR_WORK: dict[str, tuple[str, ...]] = {
         "WHERE p.id = s.product_id",
     ),
 }
+
+
+# The floor with the records the contract asks of the service besides the figures, each written
+# the leanest way: every level named with its document time (changed or not) and a movement
+# for each quantity that changes (one statement: the old quantity read, the level updated, the
+# movement inserted), each product's
+# document time beside its figures, and for a price that moves a history row (old and new value
+# as text, written before the products change). No audit, no idempotency record, no check:
+# what a batch costs at least once it must leave these rows, the bound under the goals.
+def _levels_recorded(warehouse: str) -> str:
+    """Each item's level in `warehouse` (an SQL expression over `t`, the items) set, and a
+    movement for each that changes."""
+    return (
+        "WITH old AS (SELECT l.id, l.product_id, l.warehouse_id, l.quantity AS before, "
+        "t.shop_quantity AS after FROM floor_items t JOIN catalog_product p "
+        "ON p.stock_code = t.stock_code AND p.ean = t.ean "
+        "JOIN stock_stocklevel l ON l.product_id = p.id "
+        f"JOIN stock_warehouse w ON w.id = l.warehouse_id AND w.code = {warehouse}), "
+        "changed AS (UPDATE stock_stocklevel l SET quantity = o.after, posted_at = now(), "
+        "updated_at = now() FROM old o WHERE l.id = o.id "
+        "RETURNING o.product_id, o.warehouse_id, o.before, o.after) "
+        "INSERT INTO stock_stockmovement (kind, before, after, reason, request_id, posted_at, "
+        "order_number, staff_user, created_at, product_id, warehouse_id) "
+        "SELECT 'quantity', before, after, 'sync', NULL, now(), '', '', now(), product_id, "
+        "warehouse_id FROM changed WHERE before IS DISTINCT FROM after"
+    )
+
+
+_DEFAULT_WAREHOUSE = "'" + (os.environ.get("DEFAULT_WAREHOUSE", "").strip() or "MAIN") + "'"
+_PRICE_HISTORY = (
+    "INSERT INTO catalog_producthistory (field, old_value, new_value, changed_at, source, "
+    "product_id, audit_id, posted_at) SELECT c.field, c.old, c.new, now(), 'sync', p.id, NULL, "
+    "now() FROM floor_items t JOIN catalog_product p ON p.stock_code = t.stock_code "
+    "AND p.ean = t.ean CROSS JOIN LATERAL (VALUES "
+    "('catalog_price', trim_scale(p.catalog_price)::text, trim_scale(t.catalog_price)::text), "
+    "('eshop_price', trim_scale(p.eshop_price)::text, trim_scale(t.eshop_price)::text)) "
+    "AS c(field, old, new) WHERE c.old IS DISTINCT FROM c.new"
+)
+_TIMES = ", posted_at = now(), updated_at = now()"
+FLOOR_WORK.update(
+    {
+        "quantities+records": (
+            _levels_recorded(_DEFAULT_WAREHOUSE),
+            FLOOR_WORK["quantities"][0].replace(" FROM ", _TIMES + " FROM ", 1),
+        ),
+        "prices+records": (
+            _levels_recorded(_DEFAULT_WAREHOUSE),
+            _PRICE_HISTORY,
+            FLOOR_WORK["prices"][0].replace(" FROM ", _TIMES + " FROM ", 1),
+        ),
+        "warehouses+records": (
+            _levels_recorded("t.warehouse"),
+            FLOOR_WORK["warehouses"][1].replace(
+                "SET shop_quantity = s.total", "SET shop_quantity = s.total" + _TIMES, 1
+            ),
+        ),
+    }
+)
+# A kind's database: the records' own (the floor's database copied), so that neither side
+# finds the other's changes made (a price the other side has just set writes no history).
+RECORDS_DATABASE_ENV = "BENCH_RECORDS_DATABASE_URL"
 _MEMBER = re.compile(r"[a-z_][a-z0-9_]*")
 
 _connection = None
+_records_connection = None
 _column_types: dict[str, str] = {}
 
 
-def _floor_connection():
-    """The worker's one connection, opened on its first request (after the fork), and the
-    products' column types read once with it."""
-    global _connection
-    if _connection is None or _connection.closed:
+def _floor_connection(records: bool = False):
+    """The worker's one connection to the floor's database (or, `records`, to the records'),
+    opened on its first request (after the fork), and the products' column types read once."""
+    global _connection, _records_connection
+    conn = _records_connection if records else _connection
+    if conn is None or conn.closed:
         import psycopg
 
-        _connection = psycopg.connect(os.environ[FLOOR_DATABASE_ENV])
+        conn = psycopg.connect(os.environ[RECORDS_DATABASE_ENV if records else FLOOR_DATABASE_ENV])
         _column_types.clear()
         _column_types.update(
-            _connection.execute(
+            conn.execute(
                 "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
                 "WHERE attrelid = 'catalog_product'::regclass AND attnum > 0 "
                 "AND NOT attisdropped"
             ).fetchall()
         )
-        _connection.commit()
-    return _connection
+        conn.commit()
+        if records:
+            _records_connection = conn
+        else:
+            _connection = conn
+    return conn
 
 
 def floor_apply(kind: str, body: bytes) -> list[int]:
@@ -127,7 +199,7 @@ def floor_apply(kind: str, body: bytes) -> list[int]:
     names = list(items[0]) if items else ["stock_code", "ean"]
     if not all(_MEMBER.fullmatch(name) for name in names):
         raise ValueError(f"not a column name among {names}")
-    conn = _floor_connection()
+    conn = _floor_connection(records=kind.endswith("+records"))
     try:
         with conn.cursor() as cur:
             cur.execute(
@@ -179,9 +251,9 @@ GOALS = {
 }
 
 
-def floor_url_for(url: str) -> str:
+def floor_url_for(url: str, suffix: str = "_floor") -> str:
     parsed = urlparse(url)
-    return urlunparse(parsed._replace(path=f"{parsed.path}_floor"))
+    return urlunparse(parsed._replace(path=f"{parsed.path}{suffix}"))
 
 
 def copy_database(source_url: str, target_url: str) -> None:
@@ -312,6 +384,7 @@ def main() -> None:
     size = args.size or (200 if args.quick else 5000)
     runs = args.runs or (1 if args.quick else 25)
     floor_url = floor_url_for(url)
+    records_url = floor_url_for(url, "_records")
     recreate_database(url)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -329,6 +402,7 @@ def main() -> None:
         call_command("create_warehouse", code, stdout=io.StringIO())
     connection.close()
     copy_database(url, floor_url)
+    copy_database(url, records_url)
 
     with ExitStack() as stack:
         service = stack.enter_context(
@@ -336,7 +410,7 @@ def main() -> None:
         )
         floor_server = stack.enter_context(
             over_http.gunicorn(
-                {**os.environ, FLOOR_DATABASE_ENV: floor_url},
+                {**os.environ, FLOOR_DATABASE_ENV: floor_url, RECORDS_DATABASE_ENV: records_url},
                 "",
                 workers=args.workers,
                 app="tests.bench.floor:app",
@@ -432,8 +506,9 @@ def main() -> None:
         products = size // len(SPREAD_CODES)
         spread_items = products * len(SPREAD_CODES)
         post(None)(spread_body(size, 1, request_id="FLOOR-W-FIRST", posted_at=bench.posted_at()))
-        if copy_new_levels(url, floor_url) != products * (len(SPREAD_CODES) - 1):
-            raise SystemExit("the branches' levels were not made as expected")
+        for target in (floor_url, records_url):
+            if copy_new_levels(url, target) != products * (len(SPREAD_CODES) - 1):
+                raise SystemExit("the branches' levels were not made as expected")
         spread = {
             q: spread_body(
                 size, 1000 + q, request_id=f"FLOOR-W-{q + 2:04d}", posted_at=bench.posted_at()
@@ -451,7 +526,51 @@ def main() -> None:
         # Both sides applied the same last batches: a user sees the same figures in both.
         if figures(url) != figures(floor_url):
             raise SystemExit("the floor's figures differ from the service's")
+
+        # The bound under the goals: the floor with the records against the floor, each on
+        # its own database, the same bodies (new figures and prices every time).
+        records = over_http.HttpBench(
+            floor_server,
+            HttpFloor(floor_server, (floor_url, records_url), size=size),
+            size=size,
+            runs=runs,
+            quick=args.quick,
+        )
+
+        def with_records(label: str, kind: str, bodies, expected: tuple, floor_expected: tuple):
+            records.alternate(
+                f"{label}: the floor with records",
+                bodies,
+                records.floor.work(f"{kind}+records", expected),
+                target=None,
+                floor=records.floor.work(kind, floor_expected),
+            )
+
+        with_records(
+            "quantities change",
+            "quantities",
+            lambda q: bench.batch(2000 + q),
+            (size, size),
+            (size,),
+        )
+        with_records(
+            "quantities and both prices change",
+            "prices",
+            lambda q: batch_body(size, 2500 + q, prices_move=True),
+            (size, 2 * size, size),
+            (size,),
+        )
+        with_records(
+            f"{products} products x {len(SPREAD_CODES)} warehouses",
+            "warehouses",
+            lambda q: spread_body(size, 3000 + q, request_id=f"FLOOR-R-{q + 2:04d}"),
+            (spread_items, products),
+            (spread_items, products),
+        )
     over_http.print_rows(bench.rows)
+    print("\n# the floor with the records the service must write (levels with their time, a")
+    print("# movement each, the products' time, history of prices) against the floor alone")
+    over_http.print_rows(records.rows)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ from django.db import connection
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from catalog.models import Product
+from catalog.models import Product, ProductHistory
 from partner_api.keys import api_key_create
-from stock.models import StockLevel, Warehouse
+from stock.models import StockLevel, StockMovement, Warehouse
 from tests.bench import floor
 from tests.factories import ProductFactory, set_level
 
@@ -36,10 +36,13 @@ def floor_database(monkeypatch):
         }
     )
     monkeypatch.setenv(floor.FLOOR_DATABASE_ENV, conninfo)
+    monkeypatch.setenv(floor.RECORDS_DATABASE_ENV, conninfo)
     monkeypatch.setattr(floor, "_connection", None)
+    monkeypatch.setattr(floor, "_records_connection", None)
     yield
-    if floor._connection is not None:
-        floor._connection.close()
+    for opened in (floor._connection, floor._records_connection):
+        if opened is not None:
+            opened.close()
 
 
 def call_floor(path: str, body: bytes = b"", method: str = "POST") -> tuple[str, dict]:
@@ -164,6 +167,73 @@ def test_warehouses_levels_and_sums(floor_database):
     assert floored == served
     assert floored[0][0] == 0 + 1 + 5
     assert floored[0][3] == [("EAST", 1), ("MAIN", 0), ("SHUT", 50), ("WEST", 5)]
+
+
+def written(products: list[Product]) -> list[tuple]:
+    """The records a user finds besides the figures: each product's movements (warehouse,
+    before, after), its history (field, old, new) and whether it and its levels hold a time."""
+    rows = []
+    for product in products:
+        product.refresh_from_db()
+        movements = sorted(
+            StockMovement.objects.filter(product=product).values_list(
+                "warehouse__code", "before", "after"
+            ),
+            key=repr,  # a level made by the catalogue's set-up moved from None
+        )
+        history = sorted(
+            ProductHistory.objects.filter(product=product).values_list(
+                "field", "old_value", "new_value"
+            )
+        )
+        timed = product.posted_at is not None and all(
+            StockLevel.objects.filter(product=product).values_list("posted_at", flat=True)
+        )
+        rows.append((movements, history, timed))
+    return rows
+
+
+@pytest.mark.parametrize("kind", ["quantities", "prices", "warehouses"])
+def test_records_as_the_service_writes_them(floor_database, kind):
+    """The floor with records leaves the figures, movements and history the service leaves
+    for the same batch (its times are its own: the moment it ran)."""
+    if kind == "warehouses":
+        call_command("create_warehouse", "EAST", stdout=io.StringIO())
+        east = Warehouse.objects.get(code="EAST")
+        before = lambda products: [set_level(product, east, 1) for product in products]  # noqa: E731
+        items = [
+            {"product": i, "warehouse": code, "shop_quantity": 10 * i + n + 2}
+            for i in range(3)
+            for n, code in enumerate(("MAIN", "EAST"))
+        ]
+    else:
+        before = None
+        prices = {"catalog_price": 120.5, "eshop_price": 99.9} if kind == "prices" else {}
+        # The last product's figure stays: no movement.
+        items = [{"product": i, "shop_quantity": (7, 8, 4)[i], **prices} for i in range(3)]
+    _, key = api_key_create(name="floor-records-test")
+    served, floored = catalogue("SRV", 0), catalogue("FLR", 100)
+    if before:
+        before(served)
+        before(floored)
+    response = APIClient().post(
+        reverse("partner_api:products-sync"),
+        body(served, items),
+        content_type="application/json",
+        HTTP_X_API_KEY=key,
+    )
+    assert response.status_code == 200, response.content
+    status, answer = call_floor(f"/{kind}+records", body(floored, items))
+    assert status == "200 OK", answer
+    assert seen(floored) == seen(served)
+    assert written(floored) == written(served)
+    # Every level named moved but the one that keeps its figure (besides the set-up's own).
+    assert answer["changed"][0] == (6 if kind == "warehouses" else 2)
+    if kind == "prices":
+        assert written(floored)[0][1] == [
+            ("catalog_price", "100", "120.5"),
+            ("eshop_price", "90", "99.9"),
+        ]
 
 
 def test_health_and_unknown_paths(floor_database):
