@@ -8,11 +8,17 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from partner_api.keys import api_key_create
+from tests.e2e import live_service
 from tests.environment import is_missing_tool_skip, no_local_env_file, tools_required
 
 # Tests never read the developer's `.env` that `make run` wrote: neither here nor in the
 # `manage.py` processes they start, which inherit this.
 no_local_env_file()
+
+# The databases that the end-to-end tests serve are copies of one migrated once per test process
+# (tests/e2e/live_service.py, migrated_database): the tables and rows of a `migrate` of each,
+# without two dozen migrations in a new process for each module's service.
+live_service.MIGRATE_ONCE = True
 
 
 def _on_postgres() -> bool:

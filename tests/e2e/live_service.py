@@ -7,6 +7,7 @@ the database are removed in `finally` whatever happened.
 
 from __future__ import annotations
 
+import atexit
 import getpass
 import os
 import secrets
@@ -73,26 +74,102 @@ def _conninfo(url: str, dbname: str) -> str:
     )
 
 
-@contextmanager
-def fresh_database(server_url: str, prefix: str) -> Iterator[str]:
-    """A new, empty database on the server of `server_url`; its URL. Dropped at the end."""
-    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
-    admin = _conninfo(server_url, "postgres")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+def _database_url(server_url: str, name: str) -> str:
+    """The URL of database `name` on the server of `server_url`, as that URL's user."""
     parsed = dj_database_url.parse(server_url)
     user = parsed.get("USER") or ""
     password = f":{parsed['PASSWORD']}" if parsed.get("PASSWORD") else ""
     auth = f"{user}{password}@" if user else ""
     host = parsed.get("HOST") or "127.0.0.1"
     port = parsed.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{name}"
+
+
+def _drop(admin: str, name: str) -> None:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def _create(admin: str, name: str, template: str | None) -> None:
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+    deadline = time.monotonic() + 30
+    with psycopg.connect(admin, autocommit=True) as conn:
+        while True:
+            try:
+                conn.execute(statement)
+                return
+            except psycopg.errors.ObjectInUse:
+                # The template's last session (the `migrate` that just exited) is still
+                # closing on the server's side.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+@contextmanager
+def fresh_database(server_url: str, prefix: str, *, template: str | None = None) -> Iterator[str]:
+    """A new database on the server of `server_url` (empty, or a copy of `template`); its
+    URL. Dropped at the end."""
+    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
+    admin = _conninfo(server_url, "postgres")
+    _create(admin, name, template)
     try:
-        yield f"postgres://{auth}{host}:{port}/{name}"
+        yield _database_url(server_url, name)
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+        _drop(admin, name)
+
+
+# Databases migrated once per test process, when MIGRATE_ONCE is set (the root conftest.py
+# sets it for the suite; the benchmarks, which use the same helpers, migrate each database as
+# before): `migrate` runs into a template database the first time one is asked for, and each
+# database after is a copy of it (CREATE DATABASE ... TEMPLATE), with the same tables and rows
+# its own `migrate` would leave, the default warehouse made after the migrations included.
+# The migrations read one setting, DEFAULT_WAREHOUSE: each value has a template of its own.
+# The templates are dropped when the process ends.
+MIGRATE_ONCE = False
+_TEMPLATES: dict[tuple[str, str], str] = {}
+
+
+def _drop_templates() -> None:
+    for (server_url, _), name in list(_TEMPLATES.items()):
+        _drop(_conninfo(server_url, "postgres"), name)
+    _TEMPLATES.clear()
+
+
+def _migrated_template(server_url: str, default_warehouse: str) -> str:
+    key = (server_url, default_warehouse)
+    if key not in _TEMPLATES:
+        name = f"e2e_template_{os.getpid()}_{secrets.token_hex(3)}"
+        admin = _conninfo(server_url, "postgres")
+        _create(admin, name, None)
+        extra = {"DEFAULT_WAREHOUSE": default_warehouse} if default_warehouse else {}
+        try:
+            manage(service_env(_database_url(server_url, name), **extra), "migrate", "--noinput")
+        except BaseException:
+            _drop(admin, name)
+            raise
+        if not _TEMPLATES:
+            atexit.register(_drop_templates)
+        _TEMPLATES[key] = name
+    return _TEMPLATES[key]
+
+
+@contextmanager
+def migrated_database(server_url: str, prefix: str, **env: str) -> Iterator[str]:
+    """A new database on the server of `server_url` as `migrate` leaves it (run with
+    service_env(its URL, **env)); its URL. Dropped at the end."""
+    if not MIGRATE_ONCE:
+        with fresh_database(server_url, prefix) as url:
+            manage(service_env(url, **env), "migrate", "--noinput")
+            yield url
+        return
+    template = _migrated_template(server_url, env.get("DEFAULT_WAREHOUSE", ""))
+    with fresh_database(server_url, prefix, template=template) as url:
+        yield url
 
 
 @dataclass
@@ -184,14 +261,14 @@ def service_env(database_url: str, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def live_service(server_url: str, workdir: Path, *, workers: int = 2) -> Iterator[LiveService]:
-    """Migrate a fresh database, create an API key, serve it with gunicorn; stop and drop after."""
-    with fresh_database(server_url, "e2e_connector") as database_url:
+    """A fresh migrated database (migrated_database) with an API key, served by gunicorn;
+    stopped and dropped after."""
+    with migrated_database(server_url, "e2e_connector") as database_url:
         port = free_port()
         env = service_env(database_url)
         service = LiveService(
             base_url=f"http://127.0.0.1:{port}", database_url=database_url, env=env
         )
-        service.manage("migrate", "--noinput")
         service.api_key = service.manage("create_api_key", "e2e-connector").strip().splitlines()[-1]
         log = workdir / "gunicorn.log"
         with log.open("w") as log_file:

@@ -29,8 +29,8 @@ from tests.e2e.live_service import (
     PYTHON,
     ROOT,
     free_port,
-    fresh_database,
     manage,
+    migrated_database,
     service_env,
 )
 
@@ -340,9 +340,8 @@ class Site:
 @contextmanager
 def site(workdir: Path, prefix: str, **env: str) -> Iterator[Site]:
     with ExitStack() as stack:
-        database_url = stack.enter_context(fresh_database(server_url(), prefix))
+        database_url = stack.enter_context(migrated_database(server_url(), prefix, **env))
         run_env = service_env(database_url, **env)
-        manage(run_env, "migrate", "--noinput")
         if run_env.get("CACHE_URL", "").startswith("db://"):
             manage(run_env, "createcachetable")
         key = manage(run_env, "create_api_key", "reliability").strip().splitlines()[-1]
