@@ -46,6 +46,8 @@ bench-quick: install
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/throughput.py --seconds 5 --clients 2 --workers 2
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/catalogue_size.py --quick --own-server
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/paired_http.py --old . --pairs 2 --size 200 --workers 1 --prices --later --no-request-id
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/paired_http.py --old . --pairs 1 --size 200 --workers 1 --spread
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/stock_query.py --old . --pairs 5 --workers 1
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/paired_runs.py --old . --runs 1 --args=--quick shop_http.py
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/snapshots.py --quick
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(BIN)/python tests/bench/paired_shop.py --old . --own-server --products 400 --pairs 3 --batch-pairs 2 --document-pairs 1 --reservations 50 --contention-pairs 1 --clients 4 --orders-per-client 2 --query-keys 20
