@@ -109,7 +109,14 @@ def seen(products: list[Product]) -> list[tuple]:
 
 
 def applied(kind: str, items: list[dict], *, before=None) -> tuple[list[tuple], list[tuple]]:
-    """The batch applied by the service to one catalogue and by the floor to the other."""
+    """The batch applied by the service to one catalogue and by the floor to the other: what a
+    user sees of each."""
+    served, floored, _ = applied_to(kind, items, before=before)
+    return seen(served), seen(floored)
+
+
+def applied_to(kind: str, items: list[dict], *, before=None) -> tuple[list, list, dict]:
+    """`applied`'s catalogues (the service's, the floor's) and the floor's answer."""
     _, key = api_key_create(name="floor-test")
     served, floored = catalogue("SRV", 0), catalogue("FLR", 100)
     if before:
@@ -124,7 +131,7 @@ def applied(kind: str, items: list[dict], *, before=None) -> tuple[list[tuple], 
     assert response.status_code == 200, response.content
     status, answer = call_floor(f"/{kind}", body(floored, items))
     assert status == "200 OK", answer
-    return seen(served), seen(floored)
+    return served, floored, answer
 
 
 def test_quantities(floor_database):
@@ -211,23 +218,11 @@ def test_records_as_the_service_writes_them(floor_database, kind):
         prices = {"catalog_price": 120.5, "eshop_price": 99.9} if kind == "prices" else {}
         # The last product's figure stays: no movement.
         items = [{"product": i, "shop_quantity": (7, 8, 4)[i], **prices} for i in range(3)]
-    _, key = api_key_create(name="floor-records-test")
-    served, floored = catalogue("SRV", 0), catalogue("FLR", 100)
-    if before:
-        before(served)
-        before(floored)
-    response = APIClient().post(
-        reverse("partner_api:products-sync"),
-        body(served, items),
-        content_type="application/json",
-        HTTP_X_API_KEY=key,
-    )
-    assert response.status_code == 200, response.content
-    status, answer = call_floor(f"/{kind}+records", body(floored, items))
-    assert status == "200 OK", answer
+    served, floored, answer = applied_to(f"{kind}+records", items, before=before)
     assert seen(floored) == seen(served)
     assert written(floored) == written(served)
-    # Every level named moved but the one that keeps its figure (besides the set-up's own).
+    # One movement a level that moved: all six over two warehouses; the third product keeps
+    # its figure in the one-warehouse batches (movements of the set-up left aside).
     assert answer["changed"][0] == (6 if kind == "warehouses" else 2)
     if kind == "prices":
         assert written(floored)[0][1] == [
